@@ -1,0 +1,306 @@
+"""Quality of a parsed page against its ground truth: text, layout, order, tables.
+
+Predictions and ground truth are `list[Block]` in reading order (see `grammar`).
+Every per-page metric rests on one matching of blocks, `match_blocks`:
+
+* Matching: a pair (pred, gt) is a candidate when IoU(bbox) >= 0.5; candidates are taken
+  greedily by IoU descending (ties: lower gt index, then lower pred index), each block at
+  most once. Greedy, as in COCO evaluation, not Hungarian: at IoU >= 0.5 two boxes of one
+  page rarely compete for the same partner, and scipy is not a dependency. Blocks with
+  `bbox=None` or an empty box never match. Labels are not used for matching.
+* Text (OmniDocBench-style page edit distance): a block's text is `block.text`, or "" for
+  labels without content (`image`, `chart`, `seal`), which therefore count for nothing.
+  Tables count with their HTML text. For each matched pair the cost is the Levenshtein
+  distance of the two texts over max(len); an unmatched gt block costs len(gt text) over
+  len(gt text), an unmatched predicted block len(pred text) over len(pred text).
+  Page edit distance = sum of costs / sum of lengths (0 when both sums are 0). Texts are
+  compared as written, characters, no whitespace or case normalisation.
+* Detection: tp = matched pairs, fp = unmatched predictions, fn = unmatched gt blocks.
+  Label accuracy = matched pairs with equal labels / matched pairs.
+* Reading order: the matched blocks, listed in predicted order and written as their rank
+  in gt order, against 0..m-1; normalised Levenshtein distance of the two sequences
+  (None when nothing matched). Swapping two of m blocks gives 2/m.
+* Tables: every gt block labelled `table` gets a TEDS score: `teds(pred.text, gt.text)`
+  when it is matched, else 0 (a missed table counts as a failed table, as in OmniDocBench).
+
+`aggregate` sums counts over pages (edit distance and detection are micro-averaged);
+reading order is the mean over pages, TEDS the mean over all gt tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from html.parser import HTMLParser
+
+from apted import APTED, Config
+from rapidfuzz.distance import Levenshtein
+
+from hpd_core.grammar import BBox, Block, has_content
+
+IOU_THRESHOLD = 0.5
+TABLE_LABEL = "table"
+
+
+# ---------------------------------------------------------------- text
+
+def text_edit_distance(pred: str, gt: str) -> float:
+    """Levenshtein distance / max(len(pred), len(gt)); 0 for two empty strings."""
+    return Levenshtein.normalized_distance(pred, gt)
+
+
+def _text(block: Block) -> str:
+    return block.text if has_content(block.label) else ""
+
+
+# ---------------------------------------------------------------- matching
+
+def iou(a: BBox | None, b: BBox | None) -> float:
+    """Intersection over union of two boxes; 0 when either is missing or empty."""
+    if a is None or b is None:
+        return 0.0
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(w, 0) * max(h, 0)
+    union = _area(a) + _area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _area(box: BBox) -> int:
+    return max(box[2] - box[0], 0) * max(box[3] - box[1], 0)
+
+
+def match_blocks(pred: Sequence[Block], gt: Sequence[Block],
+                 threshold: float = IOU_THRESHOLD) -> list[tuple[int, int]]:
+    """One-to-one (pred index, gt index) pairs with IoU >= threshold, greedy by IoU."""
+    scored = ((iou(p.bbox, g.bbox), gi, pi)
+              for pi, p in enumerate(pred) for gi, g in enumerate(gt))
+    candidates = sorted((-v, gi, pi) for v, gi, pi in scored if v >= threshold and v > 0)
+    used_pred: set[int] = set()
+    used_gt: set[int] = set()
+    pairs = []
+    for _, gi, pi in candidates:
+        if pi not in used_pred and gi not in used_gt:
+            used_pred.add(pi)
+            used_gt.add(gi)
+            pairs.append((pi, gi))
+    return sorted(pairs)
+
+
+# ---------------------------------------------------------------- tables (TEDS)
+
+@dataclass
+class TableNode:
+    """A node of a table tree; `text` (whitespace collapsed) is set for td/th only."""
+    tag: str
+    colspan: int = 1
+    rowspan: int = 1
+    text: str = ""
+    children: list[TableNode] = field(default_factory=list)
+
+    def size(self) -> int:
+        return 1 + sum(c.size() for c in self.children)
+
+
+_TABLE_TAGS = frozenset({"table", "thead", "tbody", "tr", "td", "th"})
+_CELL_TAGS = frozenset({"td", "th"})
+# An opening tag implicitly closes these open tags (`<td>a<td>b`, `<tr>..<tr>`).
+_CLOSED_BY = {
+    "td": _CELL_TAGS,
+    "th": _CELL_TAGS,
+    "tr": _CELL_TAGS | {"tr"},
+    "thead": _CELL_TAGS | {"tr", "thead", "tbody"},
+    "tbody": _CELL_TAGS | {"tr", "thead", "tbody"},
+}
+
+
+class _TableParser(HTMLParser):
+    """Builds the tree of the first <table>; other tags are dropped, their text kept."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root: TableNode | None = None
+        self.stack: list[TableNode] = []  # open nodes, root first; empty once root closed
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        outside = not self.stack and (self.root is not None or tag != "table")
+        if tag not in _TABLE_TAGS or outside:
+            return
+        while len(self.stack) > 1 and self.stack[-1].tag in _CLOSED_BY.get(tag, ()):
+            self.stack.pop()
+        values = dict(attrs)
+        node = TableNode(tag, _span(values.get("colspan")), _span(values.get("rowspan")))
+        if self.stack:
+            self.stack[-1].children.append(node)
+        else:
+            self.root = node
+        self.stack.append(node)
+
+    def handle_endtag(self, tag: str) -> None:
+        for depth in range(len(self.stack) - 1, -1, -1):  # close the innermost `tag`
+            if self.stack[depth].tag == tag:
+                del self.stack[depth:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if self.stack and self.stack[-1].tag in _CELL_TAGS:
+            self.stack[-1].text += data
+
+
+def _span(raw: str | None) -> int:
+    try:
+        return max(int(raw), 1) if raw is not None else 1
+    except ValueError:
+        return 1
+
+
+def parse_table(html: str) -> TableNode | None:
+    """The tree of the first <table> in `html`, or None if there is none. Never raises."""
+    parser = _TableParser()
+    try:
+        parser.feed(html)
+        parser.close()
+    except AssertionError:  # html.parser's answer to unknown marked sections: `<![x[`
+        pass  # keep the tree read so far
+    if parser.root is not None:
+        _collapse_spaces(parser.root)
+    return parser.root
+
+
+def _collapse_spaces(node: TableNode) -> None:
+    node.text = " ".join(node.text.split())
+    for child in node.children:
+        _collapse_spaces(child)
+
+
+class _TedsConfig(Config):
+    valuecls = float
+
+    def rename(self, a: TableNode, b: TableNode) -> float:
+        if (a.tag, a.colspan, a.rowspan) != (b.tag, b.colspan, b.rowspan):
+            return 1.0
+        return text_edit_distance(a.text, b.text) if a.tag in _CELL_TAGS else 0.0
+
+    def children(self, node: TableNode) -> list[TableNode]:
+        return node.children
+
+
+def teds(pred_html: str, gt_html: str) -> float:
+    """Tree-edit-distance similarity (Zhong et al. 2020): 1 - TED / max(nodes).
+
+    Nodes are table/thead/tbody/tr/td/th with colspan/rowspan; renaming costs 1 when tag
+    or spans differ, else the cells' normalised text edit distance. Clamped at 0 (TED can
+    exceed max(nodes): a deep chain against a wide tree). 0 when the prediction holds no
+    table; ValueError when the ground truth holds none.
+    """
+    gt_tree = parse_table(gt_html)
+    if gt_tree is None:
+        raise ValueError(f"ground truth has no <table>: {gt_html[:80]!r}")
+    pred_tree = parse_table(pred_html)
+    if pred_tree is None:
+        return 0.0
+    distance = APTED(pred_tree, gt_tree, _TedsConfig()).compute_edit_distance()
+    return max(0.0, 1.0 - distance / max(pred_tree.size(), gt_tree.size()))
+
+
+# ---------------------------------------------------------------- pages
+
+@dataclass(frozen=True)
+class PageScores:
+    edit_errors: int      # Levenshtein edits + unmatched characters
+    edit_length: int      # sum of max-lengths: the denominator
+    tp: int
+    fp: int
+    fn: int
+    label_hits: int       # matched pairs with equal labels (<= tp)
+    reading_order: float | None  # None when no block matched
+    table_scores: tuple[float, ...]  # TEDS per gt table, gt order
+
+    @property
+    def edit_distance(self) -> float:
+        return self.edit_errors / self.edit_length if self.edit_length else 0.0
+
+
+def evaluate_page(pred: Sequence[Block], gt: Sequence[Block]) -> PageScores:
+    pairs = match_blocks(pred, gt)
+    errors, length = _edit_counts(pred, gt, pairs)
+    return PageScores(
+        edit_errors=errors, edit_length=length,
+        tp=len(pairs), fp=len(pred) - len(pairs), fn=len(gt) - len(pairs),
+        label_hits=sum(pred[p].label == gt[g].label for p, g in pairs),
+        reading_order=_reading_order(pairs),
+        table_scores=_table_scores(pred, gt, pairs))
+
+
+def _edit_counts(pred: Sequence[Block], gt: Sequence[Block],
+                 pairs: list[tuple[int, int]]) -> tuple[int, int]:
+    matched_pred = {p for p, _ in pairs}
+    matched_gt = {g for _, g in pairs}
+    errors = length = 0
+    for p, g in pairs:
+        a, b = _text(pred[p]), _text(gt[g])
+        errors += Levenshtein.distance(a, b)
+        length += max(len(a), len(b))
+    for blocks, matched in ((pred, matched_pred), (gt, matched_gt)):
+        unmatched = sum(len(_text(b)) for i, b in enumerate(blocks) if i not in matched)
+        errors += unmatched
+        length += unmatched
+    return errors, length
+
+
+def _reading_order(pairs: list[tuple[int, int]]) -> float | None:
+    if not pairs:
+        return None
+    gt_rank = {g: r for r, g in enumerate(sorted(g for _, g in pairs))}
+    predicted = [gt_rank[g] for _, g in sorted(pairs)]  # pairs sorted by pred index
+    return Levenshtein.normalized_distance(predicted, list(range(len(pairs))))
+
+
+def _table_scores(pred: Sequence[Block], gt: Sequence[Block],
+                  pairs: list[tuple[int, int]]) -> tuple[float, ...]:
+    pred_of = {g: p for p, g in pairs}
+    return tuple(teds(pred[pred_of[g]].text, b.text) if g in pred_of else 0.0
+                 for g, b in enumerate(gt) if b.label == TABLE_LABEL)
+
+
+# ---------------------------------------------------------------- corpus
+
+@dataclass(frozen=True)
+class Summary:
+    edit_distance: float          # sum of edits / sum of lengths over pages
+    precision: float
+    recall: float
+    f1: float
+    label_accuracy: float | None  # None when no block matched
+    reading_order: float | None   # mean over pages with a matched block
+    teds: float | None            # mean over gt tables; None when there are none
+    pages: int
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return asdict(self)
+
+
+def aggregate(scores: Sequence[PageScores]) -> Summary:
+    """Micro-averaged text and detection, mean reading order, mean TEDS per table.
+
+    With nothing predicted, precision is 1 if nothing was to be found, else 0; with
+    nothing to find, recall is 1 if nothing was predicted, else 0.
+    """
+    if not scores:
+        raise ValueError("aggregate needs at least one page")
+    errors, length = sum(s.edit_errors for s in scores), sum(s.edit_length for s in scores)
+    tp, fp, fn = (sum(getattr(s, k) for s in scores) for k in ("tp", "fp", "fn"))
+    precision = tp / (tp + fp) if tp + fp else float(fn == 0)
+    recall = tp / (tp + fn) if tp + fn else float(fp == 0)
+    orders = [s.reading_order for s in scores if s.reading_order is not None]
+    tables = [t for s in scores for t in s.table_scores]
+    return Summary(
+        edit_distance=errors / length if length else 0.0,
+        precision=precision, recall=recall,
+        f1=2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+        label_accuracy=sum(s.label_hits for s in scores) / tp if tp else None,
+        reading_order=_mean(orders), teds=_mean(tables), pages=len(scores))
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
