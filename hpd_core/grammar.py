@@ -69,7 +69,8 @@ def format_assembled(blocks: list[Block]) -> str:
                    for b in blocks)
 
 
-_HEADER = re.compile(r"<BLOCK>\s*([^\s\[<]*)\s*(?:\[([^\]<]*)\])?")
+# label, then an optional box: "[...]", or an unclosed "[1,2" cut off by a marker or the end
+_HEADER = re.compile(r"<BLOCK>\s*([^\s\[<]*)\s*(?:\[([^\]<]*)\]|\[[-+\d\s,.]*(?=<|\Z))?")
 
 
 def _parse_bbox(raw: str | None) -> BBox | None:
@@ -80,7 +81,7 @@ def _parse_bbox(raw: str | None) -> BBox | None:
         return None
     try:
         values = [int(round(float(p))) for p in parts]
-    except ValueError:
+    except (ValueError, OverflowError):  # "x", "nan"; "inf", "1e999"
         return None
     x1, y1, x2, y2 = (min(max(v, 0), GRID) for v in values)
     if x2 < x1:
@@ -94,7 +95,10 @@ def parse_blocks(text: str) -> list[Block]:
     """Blocks of an assembled page text, in order. Never raises.
 
     Text before the first `<BLOCK>` becomes a `text` block without a box; a header
-    without a box keeps `bbox=None`; stray `<FORK>`/`<CHILD>` markers in content are dropped.
+    without a label gets `text`. A missing, unclosed or unreadable box (not 4 finite
+    numbers) gives `bbox=None`; numbers are rounded, clamped to 0-1000 and ordered so
+    that x1 <= x2 and y1 <= y2. Stray `<FORK>`/`<CHILD>` markers in content are dropped,
+    and content is stripped of surrounding whitespace.
     """
     blocks: list[Block] = []
     pieces = text.split(BLOCK)
