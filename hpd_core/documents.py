@@ -115,12 +115,14 @@ def _read_file(path: Path, name: str, limits: Limits) -> bytes:
 
 
 def _kind(head: bytes, name: str) -> str:
-    if b"%PDF-" in head[:_PDF_HEADER_WINDOW]:
-        return "pdf"
+    # image signatures sit at offset 0; test them first, as an image's metadata may
+    # contain "%PDF-" within the window
     if (head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"BM",
                          b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"))
             or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")):
         return "image"
+    if b"%PDF-" in head[:_PDF_HEADER_WINDOW]:
+        return "pdf"
     if not head:
         raise DocumentError(f"{name!r} is empty (0 bytes)")
     claim = " although its name says .pdf" if name.lower().endswith(".pdf") else ""

@@ -20,7 +20,7 @@ import pymupdf
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from hpd_core.documents import (
     DocumentError, Limits, PasswordRequired, count_pages, detect_kind, display_name,
@@ -253,6 +253,13 @@ def test_kind_is_detected_by_content_not_name(tmp_path):
     renamed.write_bytes(GOOD_PDF)
     assert detect_kind(renamed) == "pdf"
     assert count_pages(str(renamed)) == 2
+
+
+def test_kind_is_detected_by_signature_even_with_pdf_text_inside():
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", "converted from %PDF-1.7")
+    assert detect_kind(encode(colour_pattern(), "PNG", pnginfo=info)) == "image"
+    assert detect_kind(b"junk before the header\n" + GOOD_PDF) == "pdf"
 
 
 @pytest.mark.parametrize("name", ["caf\udce9 report.pdf", "résumé 中文 (1).pdf",
