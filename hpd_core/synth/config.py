@@ -1,0 +1,84 @@
+"""SynthConfig: what kind of synthetic pages to draw, with presets for the training stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+LABELS = ("title", "text", "list", "table", "formula", "image", "image_caption",
+          "header", "footer", "page_number")
+# Labels drawn in the body flow; captions follow images, the margins hold the rest.
+BODY_LABELS = ("title", "text", "list", "table", "formula", "image")
+# Labels whose every rendered line becomes a `Line` of the page.
+LINE_LABELS = frozenset({"title", "text", "list", "image_caption", "header", "footer",
+                         "page_number"})
+
+Range = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    width: int = 768                       # page image width in px
+    aspect_range: Range = (11 / 8.5, 297 / 210)  # height / width: US letter .. A4
+    min_blocks: int = 3                    # body blocks (BODY_LABELS) asked for; a full page stops early
+    max_blocks: int = 10
+    label_weights: tuple[tuple[str, float], ...] = (
+        ("title", 0.8), ("text", 5.0), ("list", 1.0), ("table", 1.0), ("formula", 0.6),
+        ("image", 0.8))
+    doc_title_prob: float = 0.5            # a full-width title opens the body
+    caption_prob: float = 0.7              # an image_caption under an image
+    header_prob: float = 0.4
+    footer_prob: float = 0.3
+    page_number_prob: float = 0.5
+    two_column_prob: float = 0.3
+    font_size_range: Range = (14.0, 20.0)  # body text size in px (x-height about half of it)
+    title_scale_range: Range = (1.3, 2.0)  # document title size / body size
+    line_spacing_range: Range = (1.15, 1.5)
+    real_text_fraction: float = 0.5        # P(a block's text is real prose rather than random words)
+    noise_prob: float = 0.3
+    blur_prob: float = 0.2
+    jpeg_prob: float = 0.3
+    contrast_prob: float = 0.3
+    formula_pool: int = 512                # distinct formulas (rendered once per process, cached)
+
+    def __post_init__(self) -> None:
+        if self.width < 128:
+            raise ValueError(f"width must be >= 128 px, got {self.width}")
+        if not 1 <= self.min_blocks <= self.max_blocks:
+            raise ValueError(f"need 1 <= min_blocks <= max_blocks, got {self.min_blocks}, {self.max_blocks}")
+        for name in ("aspect_range", "font_size_range", "title_scale_range", "line_spacing_range"):
+            lo, hi = getattr(self, name)
+            if not 0 < lo <= hi:
+                raise ValueError(f"{name} must be an increasing positive range, got {(lo, hi)}")
+        if self.line_spacing_range[0] < 1.1:
+            raise ValueError("line_spacing_range must start at >= 1.1 (lines would touch)")
+        for name in ("doc_title_prob", "caption_prob", "header_prob", "footer_prob",
+                     "page_number_prob", "two_column_prob", "real_text_fraction", "noise_prob",
+                     "blur_prob", "jpeg_prob", "contrast_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be a probability, got {getattr(self, name)}")
+        weights = dict(self.label_weights)
+        if unknown := set(weights) - set(BODY_LABELS):
+            raise ValueError(f"label_weights: not body labels: {sorted(unknown)}")
+        if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+            raise ValueError("label_weights must be >= 0 with a positive sum")
+        if self.formula_pool < 1:
+            raise ValueError("formula_pool must be >= 1")
+
+    @classmethod
+    def simple(cls, n_blocks: int = 2, **overrides) -> SynthConfig:
+        """1..n_blocks paragraphs of large type in one column, nothing else: early training."""
+        base = cls(min_blocks=1, max_blocks=n_blocks, label_weights=(("text", 1.0),),
+                   doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0, footer_prob=0.0,
+                   page_number_prob=0.0, two_column_prob=0.0, font_size_range=(24.0, 32.0),
+                   noise_prob=0.1, blur_prob=0.1, jpeg_prob=0.1, contrast_prob=0.1)
+        return replace(base, **overrides)
+
+    @classmethod
+    def dense(cls, **overrides) -> SynthConfig:
+        """Full pages with every label: header, footer, page number, often two columns."""
+        base = cls(min_blocks=14, max_blocks=24, doc_title_prob=0.8, caption_prob=0.9,
+                   header_prob=0.9, footer_prob=0.8, page_number_prob=0.9, two_column_prob=0.5,
+                   font_size_range=(14.0, 17.0), label_weights=(
+                       ("title", 1.0), ("text", 4.0), ("list", 1.2), ("table", 1.2),
+                       ("formula", 0.8), ("image", 0.8)))
+        return replace(base, **overrides)

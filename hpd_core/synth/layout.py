@@ -1,0 +1,139 @@
+"""Page layout: margins, header and footer bands, one or two columns, the flow of blocks.
+
+`compose_page(seed, config)` decides everything about a page (a pure function of the seed)
+and returns the elements in reading order: header, the body (a full-width document title,
+then one column, or the left column top to bottom and then the right one), then footer and
+page number.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hpd_core.synth import elements as el
+from hpd_core.synth.config import SynthConfig
+from hpd_core.synth.elements import Element, Slot
+from hpd_core.synth.style import Style, pick_style
+
+# Where a block sits; "left"/"right" are the columns of a two-column page, "body" the single column.
+REGIONS = ("top", "span", "body", "left", "right", "bottom")
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    width: int   # px
+    height: int  # px
+    elements: tuple[Element, ...]  # reading order
+    regions: tuple[str, ...]       # one of REGIONS per element
+    two_columns: bool
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """The page's text area and its margin bands."""
+    x0: float
+    x1: float
+    top: float     # y where the body starts
+    bottom: float  # y where the body ends
+
+
+def compose_page(seed: int, config: SynthConfig) -> Layout:
+    rng = random.Random(seed)
+    width = config.width
+    height = round(width * rng.uniform(*config.aspect_range))
+    style = pick_style(rng, config)
+    margin_x = width * rng.uniform(0.06, 0.12)
+    frame = _Frame(margin_x, width - margin_x, height * rng.uniform(0.05, 0.09),
+                   height * (1 - rng.uniform(0.05, 0.09)))
+    wanted = {label: rng.random() < p for label, p in (
+        ("header", config.header_prob), ("footer", config.footer_prob),
+        ("page_number", config.page_number_prob))}
+    number_on_top = rng.random() < 0.25
+    top_labels = [l for l in ("header", "page_number") if wanted[l] and (l == "header" or number_on_top)]
+    bottom_labels = [l for l in ("footer", "page_number") if wanted[l] and (l == "footer" or not number_on_top)]
+    band_h = el.margin_height(style)
+    top = _band(rng, style, frame, top_labels, height * rng.uniform(0.015, 0.035))
+    bottom = _band(rng, style, frame, bottom_labels, height * (1 - rng.uniform(0.015, 0.035)) - band_h)
+    gap = style.size * rng.uniform(0.8, 2.0)
+    frame = _Frame(frame.x0, frame.x1,
+                   max([frame.top] + [e.rect[3] + gap for e in top]),
+                   min([frame.bottom] + [e.rect[1] - gap for e in bottom]))
+    body, regions, two = _body(rng, style, config, frame)
+    margins = sorted(top + bottom, key=lambda e: ("header", "footer", "page_number").index(e.label))
+    elements = [e for e in margins if e.label == "header"] + body + [e for e in margins if e.label != "header"]
+    regions = (["top"] * sum(e.label == "header" for e in margins) + regions
+               + ["top" if e in top else "bottom" for e in margins if e.label != "header"])
+    return Layout(width, height, tuple(elements), tuple(regions), two)
+
+
+def _band(rng: random.Random, style: Style, frame: _Frame, labels: list[str], y: float) -> list[Element]:
+    """One line of margin text at y: one label anywhere, or two at the left and right."""
+    w = frame.x1 - frame.x0
+    if len(labels) == 1:
+        slots = [(Slot(frame.x0, y, w, y + 1000), rng.choice(("left", "center", "right")))]
+    else:
+        slots = [(Slot(frame.x0, y, 0.65 * w, y + 1000), "left"),
+                 (Slot(frame.x0 + 0.7 * w, y, 0.3 * w, y + 1000), "right")]
+    built = [el.margin_line(rng, style, slot, label, align) for label, (slot, align) in zip(labels, slots)]
+    return [e for e in built if e is not None]
+
+
+def _body(rng: random.Random, style: Style, config: SynthConfig,
+          frame: _Frame) -> tuple[list[Element], list[str], bool]:
+    placed: list[Element] = []
+    regions: list[str] = []
+    labels, weights = zip(*config.label_weights)
+    n_blocks = rng.randint(config.min_blocks, config.max_blocks)
+    y = frame.top
+    if rng.random() < config.doc_title_prob:
+        n_blocks -= 1
+        doc_title = el.title(rng, style, Slot(frame.x0, y, frame.x1 - frame.x0, frame.bottom), document=True)
+        if doc_title is not None:
+            placed.append(doc_title)
+            regions.append("span")
+            y = doc_title.rect[3] + style.size * rng.uniform(0.8, 2.0)
+    two = rng.random() < config.two_column_prob
+    gutter = style.size * rng.uniform(1.2, 2.5)
+    col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
+    columns = [(frame.x0, "left"), (frame.x1 - col_w, "right")] if two else [(frame.x0, "body")]
+    column, y_col, figure = 0, y, rng.randint(1, 9)
+    for label in rng.choices(labels, weights, k=max(0, n_blocks)):
+        for _ in range(2):  # this column, then the next one
+            x, region = columns[column]
+            fresh = y_col == y
+            slot = Slot(x, y_col + (0.0 if fresh else _gap(rng, style, label)), col_w, frame.bottom)
+            new = _block(rng, style, config, slot, label, figure)
+            if new or column + 1 == len(columns):
+                break
+            column, y_col = column + 1, y
+        if not new:
+            continue
+        placed += new
+        regions += [region] * len(new)
+        figure += len(new) - 1
+        y_col = new[-1].rect[3]
+    return placed, regions, two
+
+
+def _gap(rng: random.Random, style: Style, label: str) -> float:
+    return style.para_gap if label in ("text", "list") else style.size * rng.uniform(0.6, 1.4)
+
+
+def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot,
+           label: str, figure: int) -> list[Element]:
+    """The block for `label` in `slot` (an image may bring its caption); [] when it does not fit."""
+    if label == "image":
+        with_caption = rng.random() < config.caption_prob
+        reserve = 2.6 * style.size + 2 * el.PAD if with_caption else 0.0
+        img = el.image(rng, style, slot, reserve)
+        if img is None:
+            return []
+        below = Slot(slot.x, img.rect[3] + style.size * rng.uniform(0.2, 0.6), slot.width, slot.bottom)
+        cap = el.caption(rng, style, below, figure) if with_caption else None
+        return [img] if cap is None else [img, cap]
+    build = {"text": el.paragraph, "list": el.bullet_list, "table": el.table,
+             "title": lambda r, s, sl: el.title(r, s, sl, document=False),
+             "formula": lambda r, s, sl: el.formula_block(r, s, sl, config.formula_pool)}[label]
+    new = build(rng, style, slot)
+    return [] if new is None else [new]
