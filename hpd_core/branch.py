@@ -1,0 +1,67 @@
+"""A branch: one decoding trajectory (the layout branch of a page, or one block's content).
+
+Invariant: the branch's KV row holds every emitted token; `pending` is the next token,
+already predicted (greedy) but not yet fed, and `hidden` is the post-norm hidden state that
+predicted it (where P-MTP drafting starts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from hpd_core.grammar import BBox
+from hpd_core.tokenizer import TextStream
+
+
+@dataclass(eq=False)
+class Branch:
+    page: int
+    id: int                      # 0 = layout branch; children 1, 2, ... in fork order
+    row: int                     # KV cache row
+    pending: int
+    hidden: torch.Tensor         # [H]
+    budget: int                  # most tokens this branch may emit
+    can_fork: bool
+    stream: TextStream
+    position: int | None = None  # fork position p (children)
+    label: str | None = None
+    bbox: BBox | None = None
+    tokens: list[int] = field(default_factory=list)
+    drafted: list[bool] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def accept(self, emitted: list[int], drafted: list[bool], stop: frozenset[int],
+               loop_window: int) -> tuple[list[int], list[bool], str]:
+        """Append emitted tokens up to the first stop token or the budget; returns what was kept
+        and its new text. Sets `finish_reason` ("stop", "length" or "loop") when the branch ends."""
+        kept = 0
+        for token in emitted:
+            self.tokens.append(token)
+            kept += 1
+            if token in stop:
+                self.finish_reason = "stop"
+            elif len(self.tokens) >= self.budget:
+                self.finish_reason = "length"
+            elif loop_window and is_looping(self.tokens, loop_window):
+                self.finish_reason = "loop"
+            if self.finished:
+                break
+        self.drafted += drafted[:kept]
+        new_text = self.stream.push(emitted[:kept])
+        self.text += new_text
+        return emitted[:kept], drafted[:kept], new_text
+
+
+def is_looping(tokens: list[int], window: int) -> bool:
+    """True when the last `window` tokens repeat one n-gram (n <= window // 8) end to end."""
+    if len(tokens) < window:
+        return False
+    tail = tokens[-window:]
+    return any(tail[n:] == tail[:-n] for n in range(1, window // 8 + 1))

@@ -1,0 +1,336 @@
+"""The engine: pages in, streamed events and parse results out.
+
+Decoding modes (all greedy, DESIGN.md §3):
+- `plain` prompt: one trajectory per page (the AR baseline).
+- `fork` prompt, serial (`batch_children=False`): when the layout branch emits `<FORK>` at
+  position p, the child is decoded in the same KV row from p, the row is cropped back and the
+  layout branch's own later positions restored; no copies of the prefix.
+- `fork` prompt, batched (`batch_children=True`): rounds; each round is one forward over up to
+  `max_active_branches` branches; a child gets a copy of its parent's prefix [0, p).
+- P-MTP drafts (`use_mtp`) in every mode; per-row lengths diverge after verification.
+
+The output never depends on the mode, the batch or `max_active_branches`: a child sees only
+the prompt, its parent's prefix and itself, and every emitted token is a greedy argmax.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import torch
+from PIL import Image
+
+from hpd_core import speculative
+from hpd_core.branch import Branch
+from hpd_core.events import (BranchFinished, BranchForked, Event, PageFinished, PageStarted,
+                             TokensAppended)
+from hpd_core.grammar import parse_blocks
+from hpd_core.kv_cache import KVCache
+from hpd_core.markdown import to_markdown
+from hpd_core.model import HPDModel
+from hpd_core.options import ParseOptions
+from hpd_core.preprocess import preprocess
+from hpd_core.result import BranchRecord, ParseResult, Stats
+from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
+
+LOOP_WINDOW = 240  # tokens; a branch whose last LOOP_WINDOW tokens repeat one short n-gram is stopped
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    path: str
+    device: str
+    dtype: str
+    parameters: int
+    mtp: bool
+
+
+@dataclass
+class Tally:
+    """Mutable per-page counters, frozen into `Stats` when the page ends."""
+    counts: dict = field(default_factory=lambda: dict.fromkeys(
+        ("forwards", "rounds", "peak_active_branches", "forked_branches", "shared_prefix_tokens",
+         "branch_steps", "drafted_tokens", "accepted_tokens"), 0))
+    accepted_by_position: list[int] = field(default_factory=list)
+
+    def add_step(self, accepted: list[int], k: int) -> None:
+        c = self.counts
+        c["branch_steps"] += len(accepted)
+        c["drafted_tokens"] += k * len(accepted)
+        c["accepted_tokens"] += sum(accepted)
+        if len(self.accepted_by_position) < k:
+            self.accepted_by_position += [0] * (k - len(self.accepted_by_position))
+        for m in accepted:
+            for i in range(m):
+                self.accepted_by_position[i] += 1
+
+
+@dataclass
+class PageRun:
+    """One page being decoded: its branches (id order) and counters."""
+    index: int
+    image_size: tuple[int, int]
+    branches: list[Branch]
+    tally: Tally
+    prompt_tokens: int
+    tiles: int
+    vision_seconds: float
+    prefill_seconds: float
+    started: float                 # wall clock when the page's vision encoding began
+    decode_started: float = 0.0
+    live: int = 1                  # unfinished branches
+    tokens: int = 0                # tokens emitted by all branches
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.decode_started
+
+
+class Engine:
+    def __init__(self, model: HPDModel, tokenizer: HPDTokenizer, *, name: str = "HPD", path: str = ""):
+        self.model, self.tokenizer = model, tokenizer
+        self.config = model.config
+        self.special = tokenizer.special
+        self.name, self.path = name, path
+        self.lock = threading.Lock()  # one decode at a time per engine (the model is not re-entrant)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.mlp1[1].weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.mlp1[1].weight.dtype
+
+    @property
+    def info(self) -> EngineInfo:
+        return EngineInfo(self.name, self.path, str(self.device), str(self.dtype).removeprefix("torch."),
+                          sum(p.numel() for p in self.model.parameters()), self.model.has_mtp)
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def parse(self, page, options: ParseOptions = ParseOptions(), cancel: threading.Event | None = None) -> ParseResult:
+        return self.parse_batch([page], options, cancel)[0]
+
+    def parse_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
+                    cancel: threading.Event | None = None) -> list[ParseResult]:
+        results = {e.page: e.result for e in self.stream_batch(pages, options, cancel) if isinstance(e, PageFinished)}
+        return [results[i] for i in range(len(pages))]
+
+    def stream(self, page, options: ParseOptions = ParseOptions(),
+               cancel: threading.Event | None = None) -> Iterator[Event]:
+        return self.stream_batch([page], options, cancel)
+
+    def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
+                     cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Events of decoding `pages` (PIL images or objects with an `.image`) together.
+        Serial fork mode decodes the pages one after another; the other modes batch them."""
+        if options.use_mtp and not self.model.has_mtp:
+            raise ValueError("use_mtp needs a P-MTP head, and this checkpoint has none")
+        images = [as_image(p) for p in pages]
+        with self.lock:
+            cache = self._new_cache()
+            if options.prompt == "fork" and not options.batch_children:
+                for i, image in enumerate(images):
+                    run = self._start_page(i, image, options, cache)
+                    yield self._started(run)
+                    yield from self._decode_serial(run, cache, options, cancel)
+            else:
+                runs = [self._start_page(i, image, options, cache) for i, image in enumerate(images)]
+                for run in runs:
+                    yield self._started(run)
+                yield from self._decode_rounds(runs, cache, options, cancel)
+
+    # ---- prompt and prefill -----------------------------------------------------------------
+
+    def _new_cache(self) -> KVCache:
+        llm = self.config.llm_config
+        return KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim,
+                       dtype=self.dtype, device=self.device, capacity=1024)
+
+    @torch.inference_mode()
+    def prompt(self, image: Image.Image, prompt: str = "fork") -> tuple[list[int], torch.Tensor, int]:
+        """Prompt ids, their embeddings [n, H] (image rows in place) and the tile count of a page."""
+        pixels = preprocess(image, self.config).to(self.device)
+        rows = self.model.encode_images(pixels)
+        ids = self.tokenizer.prompt_ids(INSTRUCTIONS[prompt], rows.shape[0])
+        embeds = self.model.embed_prompt(torch.tensor(ids, device=self.device), rows, self.special.image_context)
+        return ids, embeds, pixels.shape[0]
+
+    @torch.inference_mode()
+    def _start_page(self, index: int, image: Image.Image, options: ParseOptions, cache: KVCache) -> PageRun:
+        """Vision encoding and prompt prefill: the page's layout branch, ready to decode."""
+        started = time.perf_counter()
+        ids, embeds, tiles = self.prompt(image, options.prompt)
+        vision_done = time.perf_counter()
+        row = cache.alloc()
+        positions = torch.arange(len(ids), device=self.device)[None]
+        h = self.model.lm.model(embeds[None], positions, cache, torch.tensor([row], device=self.device))[0, -1]
+        cache.lengths[row] = len(ids)
+        parent = Branch(page=index, id=0, row=row, pending=int(self.model.lm.logits(h).argmax()), hidden=h,
+                        budget=options.max_new_tokens, can_fork=options.prompt == "fork",
+                        stream=self.tokenizer.stream())
+        now = time.perf_counter()
+        return PageRun(index, image.size, [parent], Tally(), len(ids), tiles,
+                       vision_done - started, now - vision_done, started, decode_started=now)
+
+    def _started(self, run: PageRun) -> PageStarted:
+        return PageStarted(run.index, run.image_size, run.tiles, run.prompt_tokens,
+                           run.vision_seconds, run.prefill_seconds)
+
+    @torch.inference_mode()
+    def _start_children(self, requests: list[tuple[PageRun, int, int]], cache: KVCache,
+                        options: ParseOptions) -> list[Branch]:
+        """Children for (run, row, p): `<CHILD>` fed at p in `row`, which holds the parent's
+        prefix [0, p); all in one forward."""
+        ids = torch.full((len(requests), 1), self.special.child, device=self.device)
+        positions = torch.tensor([[p] for _, _, p in requests], device=self.device)
+        rows = torch.tensor([row for _, row, _ in requests], device=self.device)
+        h = self.model.lm.model(self.model.lm.embed(ids), positions, cache, rows)[:, 0]
+        pending = self.model.lm.logits(h).argmax(-1).tolist()
+        for run in {id(r): r for r, _, _ in requests}.values():
+            run.tally.counts["forwards"] += 1
+        children = []
+        for (run, row, p), token, hidden in zip(requests, pending, h):
+            cache.lengths[row] = p + 1
+            budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
+            child = Branch(page=run.index, id=len(run.branches), row=row, pending=token, hidden=hidden,
+                           budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
+            parent = run.branches[0]
+            header = parse_blocks(self.tokenizer.decode(parent.tokens[:p - run.prompt_tokens]))
+            if header:
+                child.label, child.bbox = header[-1].label, header[-1].bbox
+            run.branches.append(child)
+            run.live += 1
+            run.tally.counts["forked_branches"] += 1
+            run.tally.counts["shared_prefix_tokens"] += p
+            children.append(child)
+        return children
+
+    # ---- decoding ---------------------------------------------------------------------------
+
+    def _advance(self, runs: dict[int, PageRun], branches: list[Branch], cache: KVCache, options: ParseOptions):
+        """One decode round over `branches`; yields their token events and returns the fork
+        requests [(run, parent row, p)] for each `<FORK>` a forking branch emitted."""
+        k = options.draft_tokens
+        out = speculative.step(self.model.lm, cache, [b.row for b in branches], [b.pending for b in branches],
+                               torch.stack([b.hidden for b in branches]), k)
+        forks = []
+        for run in {b.page: runs[b.page] for b in branches}.values():
+            mine = [i for i, b in enumerate(branches) if b.page == run.index]
+            c = run.tally.counts
+            c["forwards"] += 1
+            c["rounds"] += 1
+            c["peak_active_branches"] = max(c["peak_active_branches"], len(mine))
+            run.tally.add_step([out.accepted[i] for i in mine], k)
+        for i, b in enumerate(branches):
+            run = runs[b.page]
+            b.pending, b.hidden = out.pending[i], out.hidden[i]
+            drafted = [False] + [True] * out.accepted[i]
+            kept, flags, text = b.accept(out.emitted[i], drafted, self.special.stop, LOOP_WINDOW)
+            run.tokens += len(kept)
+            yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), text, run.tally.counts["rounds"],
+                                 run.elapsed())
+            if b.can_fork:
+                forks += [(run, b.row, out.starts[i] + j) for j, t in enumerate(kept) if t == self.special.fork]
+            if not b.finished and run.tokens >= options.max_page_tokens:
+                b.finish_reason = "page_budget"
+        return forks
+
+    def _finish_branch(self, run: PageRun, branch: Branch) -> Event:
+        run.live -= 1
+        return BranchFinished(run.index, branch.id, branch.finish_reason, len(branch.tokens), run.elapsed())
+
+    def _decode_serial(self, run: PageRun, cache: KVCache, options: ParseOptions,
+                       cancel: threading.Event | None) -> Iterator[Event]:
+        """Layout branch; each child decoded in place in the parent's row as soon as it forks."""
+        parent = run.branches[0]
+        runs = {run.index: run}
+        while not parent.finished:
+            if cancelled(cancel):
+                parent.finish_reason = "cancelled"
+                break
+            forks = yield from self._advance(runs, [parent], cache, options)
+            for _, row, p in forks:
+                end = cache.lengths[row]
+                saved = cache.stash(row, p, end)
+                [child] = self._start_children([(run, row, p)], cache, options)
+                yield self._forked(run, child)
+                while not child.finished:
+                    if cancelled(cancel):
+                        child.finish_reason = "cancelled"
+                        break
+                    yield from self._advance(runs, [child], cache, options)
+                yield self._finish_branch(run, child)
+                cache.restore(row, p, saved)
+                cache.lengths[row] = end
+        yield self._finish_branch(run, parent)
+        cache.free(parent.row)
+        yield PageFinished(run.index, self._result(run))
+
+    def _decode_rounds(self, runs: list[PageRun], cache: KVCache, options: ParseOptions,
+                       cancel: threading.Event | None) -> Iterator[Event]:
+        """Rounds over all live branches of all pages, at most `max_active_branches` per round.
+        Priority: newly forked children, then unfinished branches in order, then the waiting."""
+        runs_by_index = {r.index: r for r in runs}
+        queue = [r.branches[0] for r in runs]
+        while queue:
+            if cancelled(cancel):
+                for b in queue:
+                    b.finish_reason = "cancelled"
+                active, children = queue, []
+            else:
+                active = queue[:options.max_active_branches]
+                forks = yield from self._advance(runs_by_index, active, cache, options)
+                requests = [(run, cache.fork(row, p), p) for run, row, p in forks]
+                children = self._start_children(requests, cache, options) if requests else []
+                for child in children:
+                    yield self._forked(runs_by_index[child.page], child)
+            waiting = queue[len(active):]
+            for b in active:
+                if b.finished:
+                    run = runs_by_index[b.page]
+                    yield self._finish_branch(run, b)
+                    cache.free(b.row)
+                    if run.live == 0:
+                        yield PageFinished(run.index, self._result(run))
+            queue = children + [b for b in active if not b.finished] + waiting
+
+    def _forked(self, run: PageRun, child: Branch) -> BranchForked:
+        return BranchForked(run.index, child.id, child.position, child.label, child.bbox, run.elapsed())
+
+    # ---- results ----------------------------------------------------------------------------
+
+    def _result(self, run: PageRun) -> ParseResult:
+        parent, children = run.branches[0], run.branches[1:]
+        ids, child_iter = [], iter(children)
+        for token in parent.tokens:
+            child = next(child_iter, None) if parent.can_fork and token == self.special.fork else None
+            ids += [self.special.child] + child.tokens if child is not None else [token]
+        text = self.tokenizer.decode(ids).strip()
+        blocks = parse_blocks(text)
+        now = time.perf_counter()
+        c = run.tally.counts
+        stats = Stats(prompt_tokens=run.prompt_tokens, tiles=run.tiles, parent_tokens=len(parent.tokens),
+                      child_tokens=tuple(len(b.tokens) for b in children), **c,
+                      accepted_by_position=tuple(run.tally.accepted_by_position),
+                      vision_seconds=run.vision_seconds, prefill_seconds=run.prefill_seconds,
+                      decode_seconds=now - run.decode_started, wall_seconds=now - run.started)
+        records = tuple(BranchRecord(b.id, b.label, b.bbox, b.position, tuple(b.tokens), tuple(b.drafted),
+                                     b.text, b.finish_reason) for b in run.branches)
+        cancelled_ = any(b.finish_reason == "cancelled" for b in run.branches)
+        return ParseResult(text, blocks, to_markdown(blocks), stats, run.image_size, records, cancelled_)
+
+
+def cancelled(cancel: threading.Event | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+def as_image(page) -> Image.Image:
+    image = getattr(page, "image", page)
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"expected a PIL image or a Page, got {type(page).__name__}")
+    return image.convert("RGB")

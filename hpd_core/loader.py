@@ -1,0 +1,54 @@
+"""`load_engine`: a checkpoint folder, a Hugging Face repo id, or the bundled model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from hpd_core.checkpoint import load_model
+from hpd_core.config import HPDConfig
+from hpd_core.engine import Engine
+from hpd_core.tokenizer import HPDTokenizer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_MODEL = REPO_ROOT / "assets" / "hpd-tiny"
+BUNDLED_MTP = REPO_ROOT / "P-MTP"
+
+
+class ModelNotFound(FileNotFoundError):
+    pass
+
+
+def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
+    """(checkpoint folder, P-MTP folder or None) for a path, a hub repo id, or None (bundled;
+    the HPD_MODEL environment variable overrides it)."""
+    source = source or os.environ.get("HPD_MODEL")
+    if source is None:
+        if not (BUNDLED_MODEL / "config.json").is_file():
+            raise ModelNotFound(f"the bundled model is missing from {BUNDLED_MODEL}")
+        return BUNDLED_MODEL, BUNDLED_MTP if (BUNDLED_MTP / "config.json").is_file() else None
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path, None
+    if str(source).count("/") == 1 and not path.exists():
+        from huggingface_hub import snapshot_download
+        try:
+            return Path(snapshot_download(str(source))), None
+        except Exception as err:  # the hub raises many types; say which repo and why
+            raise ModelNotFound(f"could not get {source} from the Hugging Face hub: {err}") from err
+    raise ModelNotFound(f"no model folder at {source}")
+
+
+def load_engine(source: str | Path | None = None, *, device: str | None = None,
+                dtype: torch.dtype | None = None) -> Engine:
+    """An engine for a checkpoint folder, a hub repo id (e.g. PaddlePaddle/HPD-Parsing), or,
+    with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise."""
+    folder, mtp = resolve_model(source)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+    config = HPDConfig.load(folder / "config.json")
+    model = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
+    name = "bundled hpd-tiny" if folder == BUNDLED_MODEL else folder.name
+    return Engine(model, HPDTokenizer.load(folder, config), name=name, path=str(folder))

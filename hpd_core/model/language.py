@@ -1,0 +1,157 @@
+"""The Qwen3 decoder (HPD_FORMAT.md §6) with a row-addressed KV cache.
+
+Attribute names follow the checkpoint (`language_model.model.layers.N.self_attn.q_proj`, ...),
+so `state_dict()` keys are the real tensor names.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hpd_core.config import LLMConfig
+from hpd_core.kv_cache import KVCache
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in at least fp32 (as transformers' Qwen3RMSNorm), fp64 stays fp64.
+        wide = x.to(torch.promote_types(x.dtype, torch.float32))
+        wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * wide.to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class Rotary:
+    """Rotary embedding angles, computed per call (no buffers: models are built on the meta device)."""
+
+    def __init__(self, head_dim: int, theta: float):
+        self.head_dim, self.theta = head_dim, theta
+
+    def __call__(self, positions: torch.Tensor, dtype: torch.dtype):
+        """cos, sin: [B, 1, q, D] for positions [B, q] (angles in >= fp32, as transformers)."""
+        wide = torch.promote_types(dtype, torch.float32)
+        exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
+        inv_freq = (1.0 / (self.theta ** exponents)).to(wide)
+        freqs = positions[..., None].to(wide) * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)[:, None]
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: LLMConfig):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+
+    def forward(self, x, rope, mask, kv: "KVAccess") -> torch.Tensor:
+        b, q_len, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, q_len, self.heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, q_len, self.kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, q_len, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = rope
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = kv(k, v)  # [B, kv_heads, L, D]: the cache (with this step's keys written) or just them
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: LLMConfig):
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, h, rope, mask, kv):
+        h = h + self.self_attn(self.input_layernorm(h), rope, mask, kv)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class KVAccess:
+    """What one layer's attention reads: the cache rows (after writing this step) or the step alone."""
+
+    def __init__(self, cache: KVCache | None, layer: int, rows, positions, length: int):
+        self.cache, self.layer, self.rows, self.positions, self.length = cache, layer, rows, positions, length
+
+    def __call__(self, k, v):
+        if self.cache is None:
+            return k, v
+        self.cache.write(self.layer, self.rows, self.positions, k, v)
+        return self.cache.read(self.layer, self.rows, self.length)
+
+
+class Decoder(nn.Module):
+    """`language_model.model`: embeddings, layers, final norm."""
+
+    def __init__(self, cfg: LLMConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
+
+    def forward(self, embeds: torch.Tensor, positions: torch.Tensor,
+                cache: KVCache | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Post-norm hidden states [B, q, H] for input embeddings [B, q, H] at positions [B, q].
+
+        With a cache, each row's keys/values are written at its positions and attention reads
+        the row's positions [0, position]; without one, attention is causal within the input.
+        """
+        rope = self.rotary(positions, embeds.dtype)
+        if cache is None:
+            keys = positions  # [B, L=q]
+        else:
+            cache.ensure(int(positions.max()) + 1)
+            keys = torch.arange(int(positions.max()) + 1, device=positions.device)[None]
+        mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
+        h = embeds
+        for i, layer in enumerate(self.layers):
+            h = layer(h, rope, mask, KVAccess(cache, i, rows, positions, keys.shape[-1]))
+        return self.norm(h)
+
+
+class LanguageModel(nn.Module):
+    """`language_model`: the decoder, `lm_head` and (when loaded) the P-MTP head `mtp`."""
+
+    def __init__(self, cfg: LLMConfig, mtp: nn.Module | None = None):
+        super().__init__()
+        self.config = cfg
+        self.model = Decoder(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.mtp = mtp
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_tokens(ids)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)

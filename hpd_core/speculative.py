@@ -1,0 +1,66 @@
+"""One decode step for a batch of branches, with optional P-MTP drafts (HPD_FORMAT.md §8).
+
+    draft:   h_i = mtp(h_{i-1}, embed(x_{i-1})),  d_i = argmax lm_head(h_i),  x_0 = pending
+    verify:  feed [x_0, d_1..d_k] at positions s..s+k;  t_j = argmax of row j
+             m = longest prefix with d_i == t_{i-1};  emit x_0, t_0..t_{m-1};  pending = t_m
+
+With k = 0 this is plain greedy decoding. The emitted tokens equal those of plain greedy
+decoding whatever the drafts are: every emitted token is an argmax given the exact prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from hpd_core.kv_cache import KVCache
+from hpd_core.model.language import LanguageModel
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    starts: list[int]          # per row: the position x_0 was fed at
+    emitted: list[list[int]]   # per row: x_0 then the accepted drafts
+    accepted: list[int]        # m per row
+    pending: list[int]         # per row: t_m
+    hidden: torch.Tensor       # [B, H]: the hidden that predicted each new pending token
+
+
+def draft(lm: LanguageModel, hidden: torch.Tensor, pending: torch.Tensor, k: int) -> torch.Tensor:
+    """Drafts [B, k] from hidden [B, H] and pending tokens [B]."""
+    out = []
+    h, x = hidden, pending
+    for _ in range(k):
+        h = lm.mtp(h, lm.embed(x))
+        x = lm.logits(h).argmax(-1)
+        out.append(x)
+    return torch.stack(out, 1)
+
+
+def accepted_lengths(drafts: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """m [B]: how many leading drafts [B, k] equal the verified targets [B, k]."""
+    return (drafts == targets).int().cumprod(1).sum(1)
+
+
+@torch.inference_mode()
+def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
+         hidden: torch.Tensor, k: int) -> StepOutput:
+    """Feed each row's pending token (and k drafts) at its cache length; advance the lengths."""
+    device = hidden.device
+    x0 = torch.tensor(pending, device=device)
+    ids = torch.cat([x0[:, None], draft(lm, hidden, x0, k)], 1) if k else x0[:, None]  # [B, 1+k]
+    row_t = torch.tensor(rows, device=device)
+    starts = torch.tensor([cache.lengths[r] for r in rows], device=device)
+    positions = starts[:, None] + torch.arange(k + 1, device=device)
+    h = lm.model(lm.embed(ids), positions, cache, row_t)                  # [B, 1+k, H]
+    targets = lm.logits(h).argmax(-1)                                     # [B, 1+k]
+    m = accepted_lengths(ids[:, 1:], targets[:, :-1]) if k else torch.zeros_like(x0)
+    batch = torch.arange(len(rows), device=device)
+    new_hidden = h[batch, m]
+    new_pending = targets[batch, m]
+    ids_l, m_l, starts_l = ids.tolist(), m.tolist(), starts.tolist()
+    for r, start, mi in zip(rows, starts_l, m_l):
+        cache.lengths[r] = start + 1 + mi
+    return StepOutput(starts_l, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
+                      new_pending.tolist(), new_hidden)

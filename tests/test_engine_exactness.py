@@ -1,0 +1,97 @@
+"""Every decoding mode emits the same tokens as plain greedy decoding.
+
+Tiny random checkpoints in the real tensor layout, biased so that pages really fork (tiny.py),
+decoded in float64 so that batching cannot flip a near-tie through rounding.
+"""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hpd_core import ParseOptions, load_engine
+from hpd_core import reference
+from tests.tiny import write_checkpoint
+
+SEEDS = range(50)
+BUDGET = 40
+
+
+def page(seed: int) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    w, h = rng.integers(20, 120, size=2)
+    return Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8))
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    return {seed: load_engine(write_checkpoint(root / str(seed), seed, noise=0.5), dtype=torch.float64)
+            for seed in SEEDS}
+
+
+def tokens(result):
+    return [b.token_ids for b in result.branches]
+
+
+@pytest.fixture(scope="module")
+def baselines(engines):
+    """Serial, MTP off: the reference every other mode must match."""
+    return {seed: e.parse(page(seed), ParseOptions(use_mtp=False, max_new_tokens=BUDGET))
+            for seed, e in engines.items()}
+
+
+def test_pages_really_fork_with_children_of_different_lengths(baselines):
+    for seed, result in baselines.items():
+        assert len(result.stats.child_tokens) >= 5, seed
+        assert all(b.finish_reason == "stop" for b in result.branches[1:]), seed
+    varied = [s for s, r in baselines.items() if len(set(r.stats.child_tokens)) > 1]
+    assert len(varied) >= 10
+
+
+@pytest.mark.parametrize("k", [1, 3, 6, 10])
+def test_mtp_gives_the_same_tokens_as_greedy(engines, baselines, k):
+    rates = []
+    for seed, engine in engines.items():
+        result = engine.parse(page(seed), ParseOptions(use_mtp=True, num_speculative_tokens=k, max_new_tokens=BUDGET))
+        assert tokens(result) == tokens(baselines[seed]), seed
+        assert result.text == baselines[seed].text
+        assert result.stats.forwards < baselines[seed].stats.forwards
+        rates.append(result.stats.acceptance_rate)
+    # drafts are both fully accepted on some steps and partly rejected on others
+    assert 0.1 < np.mean(rates) < 0.99
+
+
+@pytest.mark.parametrize("use_mtp", [False, True])
+@pytest.mark.parametrize("max_active", [1, 2, 64])
+def test_batched_children_match_serial_whatever_the_branch_limit(engines, baselines, use_mtp, max_active):
+    for seed, engine in engines.items():
+        options = ParseOptions(use_mtp=use_mtp, num_speculative_tokens=3, batch_children=True,
+                               max_active_branches=max_active, max_new_tokens=BUDGET)
+        result = engine.parse(page(seed), options)
+        assert tokens(result) == tokens(baselines[seed]), seed
+        assert result.stats.peak_active_branches <= max_active
+        if max_active == 64:
+            assert result.stats.peak_active_branches >= 2
+            assert result.stats.rounds < baselines[seed].stats.rounds
+
+
+def test_each_child_equals_a_from_scratch_decode_of_its_prefix(engines, baselines):
+    for seed in list(SEEDS)[:20]:
+        engine, result = engines[seed], baselines[seed]
+        ids, embeds, _ = engine.prompt(page(seed), "fork")
+        parent = result.branches[0]
+        lm = engine.model.lm
+        for child in result.branches[1:]:
+            prefix = list(parent.token_ids[:child.position - len(ids)]) + [engine.special.child]
+            seq = torch.cat([embeds, lm.embed(torch.tensor(prefix))])
+            assert tuple(reference.greedy(lm, seq, BUDGET, engine.special.stop)) == child.token_ids, seed
+        assert tuple(reference.greedy(lm, embeds, BUDGET, engine.special.stop)) == parent.token_ids
+
+
+def test_pages_decoded_together_match_pages_decoded_alone(engines, baselines):
+    engine = engines[0]
+    pages = [page(0), page(1), page(2)]
+    alone = [engine.parse(p, ParseOptions(use_mtp=False, max_new_tokens=BUDGET)) for p in pages]
+    together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True, max_new_tokens=BUDGET))
+    assert [tokens(r) for r in together] == [tokens(r) for r in alone]
