@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up a fresh machine and run the whole test suite (CPU only, no downloads at test time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+$PY -m pip install -q -e ".[test]"
+$PY -m pytest "$@"
