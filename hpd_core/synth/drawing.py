@@ -65,10 +65,11 @@ def draw(page: pymupdf.Page, polys: list[Poly], pictures: list[Picture], runs: l
         pixmap = pymupdf.Pixmap(pymupdf.csGRAY, w, h, (255 - pic.ink).tobytes(), False)
         page.insert_image(pymupdf.Rect(pic.x, pic.y, pic.x + w, pic.y + h), pixmap=pixmap)
     writers: dict[Color, pymupdf.TextWriter] = {}
+    rect = page.rect
     for run in runs:
         if run.color not in writers:
-            writers[run.color] = pymupdf.TextWriter(page.rect, color=run.color)
-        append(writers[run.color], page.rect.height, run)
+            writers[run.color] = pymupdf.TextWriter(rect, color=run.color)
+        append(writers[run.color], rect.height, run)
     for writer in writers.values():
         writer.write_text(page)
 

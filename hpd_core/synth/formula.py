@@ -1,7 +1,8 @@
 """Display formulas: random LaTeX from a fixed pool, rasterised with matplotlib mathtext.
 
 Formula i of the pool is always the same LaTeX in the same math font, so a page depends only
-on its seed; rasters are cached per (formula, size) because mathtext takes ~5-15 ms each.
+on its seed. mathtext takes ~10 ms a formula, so each is rendered once per process at a
+reference size and area-averaged down to the size a page asks for (~0.1 ms).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import random
 import numpy as np
 from matplotlib.font_manager import FontProperties
 from matplotlib.mathtext import MathTextParser
+from PIL import Image
 
 GREEK = (r"\alpha", r"\beta", r"\gamma", r"\delta", r"\epsilon", r"\theta", r"\lambda", r"\mu",
          r"\pi", r"\rho", r"\sigma", r"\tau", r"\phi", r"\omega", r"\Gamma", r"\Delta",
@@ -19,6 +21,7 @@ GREEK = (r"\alpha", r"\beta", r"\gamma", r"\delta", r"\epsilon", r"\theta", r"\l
 LETTERS = tuple("abcdfgknmptuvwxyz")
 OPERATORS = ("+", "-", "+", r"\cdot")
 RELATIONS = ("=", "=", "=", r"\leq", r"\geq", r"\approx", "<", r"\neq")
+REFERENCE_SIZE = 64  # px
 FONTSETS = ("dejavusans", "dejavuserif", "cm", "stix", "stixsans")
 
 
@@ -78,15 +81,24 @@ def _parser() -> MathTextParser:
     return MathTextParser("agg")
 
 
+@functools.lru_cache(maxsize=None)
+def _reference(index: int) -> Image.Image:
+    """Formula `index` rendered once at REFERENCE_SIZE px, cropped to its ink (L: 255 = ink)."""
+    prop = FontProperties(size=REFERENCE_SIZE, math_fontfamily=fontset(index))
+    ink = np.asarray(_parser().parse(f"${latex(index)}$", dpi=72, prop=prop).image)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    return Image.fromarray(np.ascontiguousarray(ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]))
+
+
 @functools.lru_cache(maxsize=8192)
 def raster(index: int, size: int) -> np.ndarray:
-    """Formula `index` at font size `size` px as ink coverage, cropped to its ink.
+    """Formula `index` at font size `size` px as ink coverage (area-averaged from the reference).
 
     Returns uint8 [H, W]: 0 = paper, 255 = full ink. Read-only (shared by the cache).
     """
-    prop = FontProperties(size=size, math_fontfamily=fontset(index))
-    ink = np.asarray(_parser().parse(f"${latex(index)}$", dpi=72, prop=prop).image)
-    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
-    out = np.ascontiguousarray(ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1])
+    ref = _reference(index)
+    scale = size / REFERENCE_SIZE
+    shape = (max(1, round(ref.width * scale)), max(1, round(ref.height * scale)))
+    out = np.asarray(ref.resize(shape, Image.Resampling.BOX))
     out.flags.writeable = False
     return out
