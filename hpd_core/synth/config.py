@@ -33,6 +33,7 @@ class SynthConfig:
     font_size_range: Range = (14.0, 20.0)  # body text size in px (x-height about half of it)
     title_scale_range: Range = (1.3, 2.0)  # document title size / body size
     line_spacing_range: Range = (1.15, 1.5)
+    paragraph_words: tuple[int, int] = (12, 110)  # words drawn for a text block (it may be cut)
     real_text_fraction: float = 0.5        # P(a block's text is real prose rather than random words)
     noise_prob: float = 0.3
     blur_prob: float = 0.2
@@ -49,6 +50,8 @@ class SynthConfig:
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"{name} must be an increasing positive range, got {(lo, hi)}")
+        if not 1 <= self.paragraph_words[0] <= self.paragraph_words[1]:
+            raise ValueError(f"paragraph_words must be an increasing range >= 1, got {self.paragraph_words}")
         if self.line_spacing_range[0] < 1.1:
             raise ValueError("line_spacing_range must start at >= 1.1 (lines would touch)")
         for name in ("doc_title_prob", "caption_prob", "header_prob", "footer_prob",
@@ -78,7 +81,7 @@ class SynthConfig:
         """Full pages with every label: header, footer, page number, often two columns."""
         base = cls(min_blocks=14, max_blocks=24, doc_title_prob=0.8, caption_prob=0.9,
                    header_prob=0.9, footer_prob=0.8, page_number_prob=0.9, two_column_prob=0.5,
-                   font_size_range=(14.0, 17.0), label_weights=(
+                   font_size_range=(14.0, 17.0), paragraph_words=(10, 70), label_weights=(
                        ("title", 1.0), ("text", 4.0), ("list", 1.2), ("table", 1.2),
                        ("formula", 0.8), ("image", 0.8)))
         return replace(base, **overrides)

@@ -119,7 +119,7 @@ def set_lines(lines: list[list[str]], s: Setting, x: float, y: float, width: flo
 
 def fitting(s: Setting, slot: Slot, n_lines: int) -> int:
     """How many of n_lines fit between the slot's top and bottom."""
-    room = slot.bottom - PAD - slot.top() - (s.face.ascent + s.face.descent) * s.size
+    room = slot.bottom - PAD - slot.top() - (s.face.ascent + s.face.descent) * s.size + 1e-6  # float slack
     return 0 if room < 0 else min(n_lines, 1 + int(room // s.leading))
 
 
@@ -143,7 +143,7 @@ def _real(rng: random.Random, style: Style) -> bool:
 
 
 def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
-    words = text.words(rng, _real(rng, style), rng.randint(12, 110))
+    words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words))
     s = Setting(style.body.regular, style.size, style.leading, style.color, style.align)
     lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width)
     return _text_element("text", lines, s, slot, first=style.indent)

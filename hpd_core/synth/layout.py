@@ -9,7 +9,7 @@ page number.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpd_core.synth import elements as el
 from hpd_core.synth.config import SynthConfig
@@ -46,74 +46,77 @@ def compose_page(seed: int, config: SynthConfig) -> Layout:
     margin_x = width * rng.uniform(0.06, 0.12)
     frame = _Frame(margin_x, width - margin_x, height * rng.uniform(0.05, 0.09),
                    height * (1 - rng.uniform(0.05, 0.09)))
-    wanted = {label: rng.random() < p for label, p in (
-        ("header", config.header_prob), ("footer", config.footer_prob),
-        ("page_number", config.page_number_prob))}
-    number_on_top = rng.random() < 0.25
-    top_labels = [l for l in ("header", "page_number") if wanted[l] and (l == "header" or number_on_top)]
-    bottom_labels = [l for l in ("footer", "page_number") if wanted[l] and (l == "footer" or not number_on_top)]
-    band_h = el.margin_height(style)
-    top = _band(rng, style, frame, top_labels, height * rng.uniform(0.015, 0.035))
-    bottom = _band(rng, style, frame, bottom_labels, height * (1 - rng.uniform(0.015, 0.035)) - band_h)
+    top, bottom = _margins(rng, style, config, frame, height)
     gap = style.size * rng.uniform(0.8, 2.0)
-    frame = _Frame(frame.x0, frame.x1,
-                   max([frame.top] + [e.rect[3] + gap for e in top]),
-                   min([frame.bottom] + [e.rect[1] - gap for e in bottom]))
-    body, regions, two = _body(rng, style, config, frame)
-    margins = sorted(top + bottom, key=lambda e: ("header", "footer", "page_number").index(e.label))
-    elements = [e for e in margins if e.label == "header"] + body + [e for e in margins if e.label != "header"]
-    regions = (["top"] * sum(e.label == "header" for e in margins) + regions
-               + ["top" if e in top else "bottom" for e in margins if e.label != "header"])
-    return Layout(width, height, tuple(elements), tuple(regions), two)
+    frame = replace(frame, top=max([frame.top] + [e.rect[3] + gap for e, _ in top]),
+                    bottom=min([frame.bottom] + [e.rect[1] - gap for e, _ in bottom]))
+    body, two = _body(rng, style, config, frame)
+    head = [p for p in top + bottom if p[0].label == "header"]
+    tail = sorted((p for p in top + bottom if p[0].label != "header"), key=lambda p: p[0].label)
+    placed = head + body + tail  # footer sorts before page_number
+    return Layout(width, height, tuple(e for e, _ in placed), tuple(r for _, r in placed), two)
 
 
-def _band(rng: random.Random, style: Style, frame: _Frame, labels: list[str], y: float) -> list[Element]:
+Placed = tuple[Element, str]  # an element and its region
+
+
+def _margins(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame,
+             height: int) -> tuple[list[Placed], list[Placed]]:
+    """Header (and page number, a quarter of the time) on top; footer and page number below."""
+    header, footer, number = (rng.random() < p for p in (
+        config.header_prob, config.footer_prob, config.page_number_prob))
+    number_on_top = rng.random() < 0.25
+    top_labels = ["header"] * header + ["page_number"] * (number and number_on_top)
+    bottom_labels = ["footer"] * footer + ["page_number"] * (number and not number_on_top)
+    top_y = height * rng.uniform(0.015, 0.035)
+    bottom_y = height * (1 - rng.uniform(0.015, 0.035)) - el.margin_height(style)
+    return (_band(rng, style, frame, top_labels, top_y, "top"),
+            _band(rng, style, frame, bottom_labels, bottom_y, "bottom"))
+
+
+def _band(rng: random.Random, style: Style, frame: _Frame, labels: list[str], y: float,
+          region: str) -> list[Placed]:
     """One line of margin text at y: one label anywhere, or two at the left and right."""
-    w = frame.x1 - frame.x0
+    w, bottom = frame.x1 - frame.x0, y + el.margin_height(style)
     if len(labels) == 1:
-        slots = [(Slot(frame.x0, y, w, y + 1000), rng.choice(("left", "center", "right")))]
+        slots = [(Slot(frame.x0, y, w, bottom), rng.choice(("left", "center", "right")))]
     else:
-        slots = [(Slot(frame.x0, y, 0.65 * w, y + 1000), "left"),
-                 (Slot(frame.x0 + 0.7 * w, y, 0.3 * w, y + 1000), "right")]
+        slots = [(Slot(frame.x0, y, 0.65 * w, bottom), "left"),
+                 (Slot(frame.x0 + 0.7 * w, y, 0.3 * w, bottom), "right")]
     built = [el.margin_line(rng, style, slot, label, align) for label, (slot, align) in zip(labels, slots)]
-    return [e for e in built if e is not None]
+    return [(e, region) for e in built if e is not None]
 
 
-def _body(rng: random.Random, style: Style, config: SynthConfig,
-          frame: _Frame) -> tuple[list[Element], list[str], bool]:
-    placed: list[Element] = []
-    regions: list[str] = []
-    labels, weights = zip(*config.label_weights)
+def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) -> tuple[list[Placed], bool]:
+    """An optional full-width document title, then the blocks flowing down the column(s)."""
+    placed: list[Placed] = []
     n_blocks = rng.randint(config.min_blocks, config.max_blocks)
     y = frame.top
     if rng.random() < config.doc_title_prob:
         n_blocks -= 1
         doc_title = el.title(rng, style, Slot(frame.x0, y, frame.x1 - frame.x0, frame.bottom), document=True)
         if doc_title is not None:
-            placed.append(doc_title)
-            regions.append("span")
+            placed.append((doc_title, "span"))
             y = doc_title.rect[3] + style.size * rng.uniform(0.8, 2.0)
     two = rng.random() < config.two_column_prob
     gutter = style.size * rng.uniform(1.2, 2.5)
     col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
     columns = [(frame.x0, "left"), (frame.x1 - col_w, "right")] if two else [(frame.x0, "body")]
+    labels, weights = zip(*config.label_weights)
     column, y_col, figure = 0, y, rng.randint(1, 9)
     for label in rng.choices(labels, weights, k=max(0, n_blocks)):
         for _ in range(2):  # this column, then the next one
             x, region = columns[column]
-            fresh = y_col == y
-            slot = Slot(x, y_col + (0.0 if fresh else _gap(rng, style, label)), col_w, frame.bottom)
-            new = _block(rng, style, config, slot, label, figure)
+            gap = 0.0 if y_col == y else _gap(rng, style, label)
+            new = _block(rng, style, config, Slot(x, y_col + gap, col_w, frame.bottom), label, figure)
             if new or column + 1 == len(columns):
                 break
             column, y_col = column + 1, y
-        if not new:
-            continue
-        placed += new
-        regions += [region] * len(new)
-        figure += len(new) - 1
-        y_col = new[-1].rect[3]
-    return placed, regions, two
+        if new:  # else nothing of it fits: try the next label
+            placed += [(e, region) for e in new]
+            figure += len(new) - 1
+            y_col = new[-1].rect[3]
+    return placed, two
 
 
 def _gap(rng: random.Random, style: Style, label: str) -> float:

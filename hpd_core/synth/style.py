@@ -27,6 +27,7 @@ class Style:
     accent: Color         # titles
     muted: Color          # header, footer, page number
     real_fraction: float  # P(a block's text is real prose)
+    paragraph_words: tuple[int, int]
 
 
 def pick_style(rng: random.Random, config: SynthConfig) -> Style:
@@ -45,4 +46,5 @@ def pick_style(rng: random.Random, config: SynthConfig) -> Style:
         color=(ink, ink, ink),
         accent=(ink, ink, ink) if rng.random() < 0.7 else rng.choice(ACCENTS),
         muted=(g := rng.uniform(0.2, 0.45), g, g),
-        real_fraction=config.real_text_fraction)
+        real_fraction=config.real_text_fraction,
+        paragraph_words=config.paragraph_words)
