@@ -182,7 +182,7 @@ def bullet_list(rng: random.Random, style: Style, slot: Slot) -> Element | None:
         runs += r
         boxes += b
         items.append(" ".join(" ".join(words) for words in lines))
-        y += s.height(len(lines)) + s.leading - (s.face.ascent + s.face.descent) * s.size + item_gap
+        y += len(lines) * s.leading + item_gap
     if not items:
         return None
     bottom = max(box.box[3] for box in boxes) + PAD
@@ -239,18 +239,12 @@ def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     size = style.size * rng.uniform(0.8, 1.0)
     faces = [style.body.bold if rng.random() < 0.6 else style.body.regular] + [style.body.regular] * (len(cells) - 1)
     pad = size * rng.uniform(0.4, 0.9)
-    while True:
-        widths = [max(f.width(row[c], size) for f, row in zip(faces, cells)) + 2 * pad for c in range(len(cells[0]))]
-        if sum(widths) <= slot.width:
-            break
-        if len(widths) > 2:
-            cells = [row[:-1] for row in cells]
-        elif size > 11:
-            size *= 0.9
-        else:
-            return None
+    fitted = _fit_columns(cells, faces, size, pad, slot.width)
+    if fitted is None:
+        return None
+    cells, widths, size = fitted
     row_h = size * rng.uniform(1.4, 2.0)
-    rows = min(len(cells), int((slot.bottom - slot.top() - PAD) // row_h))
+    rows = min(len(cells), int((slot.bottom - slot.top() - PAD - 2) // row_h))  # 2: rule overhang
     if rows < 2:
         return None
     cells, faces = cells[:rows], faces[:rows]
@@ -272,6 +266,25 @@ def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
                 runs.append(Run(x, base, cell, face, size, style.color))
     html = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in cells)
     return Element("table", f"<table>{html}</table>", _reserve(slot, ys[-1] + 1 + PAD), tuple(runs), tuple(polys))
+
+
+def _fit_columns(cells: list[list[str]], faces: list[Face], size: float, pad: float,
+                 width: float) -> tuple[list[list[str]], list[float], float] | None:
+    """Drops last columns (down to 2), then shrinks the type (down to 11 px) until the table fits.
+
+    Returns (cells, column widths, font size), or None if it never fits.
+    """
+    while True:
+        widths = [max(f.width(row[c], size) for f, row in zip(faces, cells)) + 2 * pad
+                  for c in range(len(cells[0]))]
+        if sum(widths) <= width:
+            return cells, widths, size
+        if len(widths) > 2:
+            cells = [row[:-1] for row in cells]
+        elif size > 11:
+            size *= 0.9
+        else:
+            return None
 
 
 def _rules(rng: random.Random, xs: list[float], ys: list[float], color: Color) -> list[Poly]:
