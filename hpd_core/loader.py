@@ -10,6 +10,7 @@ import torch
 from hpd_core.checkpoint import load_model
 from hpd_core.config import HPDConfig
 from hpd_core.engine import Engine
+from hpd_core.remote import RemoteEngine
 from hpd_core.tokenizer import HPDTokenizer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +43,12 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
-                dtype: torch.dtype | None = None) -> Engine:
+                dtype: torch.dtype | None = None, model: str = "HPD-Parsing") -> Engine | RemoteEngine:
     """An engine for a checkpoint folder, a hub repo id (e.g. PaddlePaddle/HPD-Parsing), or,
-    with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise."""
+    with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise.
+    An http(s) URL (`http://host:8118/v1`) gives a `RemoteEngine` for the server's `model`."""
+    if isinstance(source, str) and source.startswith(("http://", "https://")):
+        return RemoteEngine(source, model=model)
     folder, mtp = resolve_model(source)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
