@@ -54,12 +54,12 @@ def rect_poly(r: Rect, stroke: Color | None, fill: Color | None = None, width: f
 
 def draw(page: pymupdf.Page, polys: list[Poly], pictures: list[Picture], runs: list[Run]) -> None:
     """Draws shapes, then pictures, then text (text stays on top of chart fills)."""
-    shape = page.new_shape()
-    for p in polys:
-        shape.draw_polyline(p.points)
-        shape.finish(color=p.stroke, fill=p.fill, width=p.width, closePath=p.closed,
-                     lineCap=0, lineJoin=0)
-    shape.commit()
+    if polys:
+        doc = page.parent
+        xref = doc.get_new_xref()
+        doc.update_object(xref, "<<>>")
+        doc.update_stream(xref, path_operators(polys, page.rect.height).encode(), compress=0)
+        page.set_contents(xref)  # a new page has no contents yet; pictures and text add theirs
     for pic in pictures:
         h, w = pic.ink.shape
         pixmap = pymupdf.Pixmap(pymupdf.csGRAY, w, h, (255 - pic.ink).tobytes(), False)
@@ -72,6 +72,28 @@ def draw(page: pymupdf.Page, polys: list[Poly], pictures: list[Picture], runs: l
         append(writers[run.color], rect.height, run)
     for writer in writers.values():
         writer.write_text(page)
+
+
+def path_operators(polys: list[Poly], page_height: float) -> str:
+    """PDF content-stream operators drawing polys (what pymupdf.Shape writes, ~20x faster).
+
+    PDF user space has y up, so y becomes page_height - y.
+    """
+    out = []
+    for p in polys:
+        out.append(f"q {p.width:g} w 0 J 0 j")
+        if p.stroke is not None:
+            out.append("{:.10g} {:.10g} {:.10g} RG".format(*p.stroke))
+        if p.fill is not None:
+            out.append("{:.10g} {:.10g} {:.10g} rg".format(*p.fill))
+        (x, y), *rest = p.points
+        out.append(f"{x:.5f} {page_height - y:.5f} m")
+        out.extend(f"{x:.5f} {page_height - y:.5f} l" for x, y in rest)
+        if p.closed:
+            out.append("h")
+        out.append(("B" if p.stroke is not None else "f") if p.fill is not None else "S")
+        out.append("Q")
+    return "\n".join(out)
 
 
 def append(writer: pymupdf.TextWriter, page_height: float, run: Run) -> None:

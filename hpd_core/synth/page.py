@@ -8,7 +8,9 @@ disjoint, so boxes never overlap.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import random
 from dataclasses import dataclass
 
@@ -56,8 +58,9 @@ class SynthPage:
 
 
 def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
+    """Not thread-safe (pymupdf is not): use processes for parallel generation."""
     layout = compose_page(seed, config)
-    pixels = rasterize(draw_pdf(layout))
+    pixels = _canvas().render(layout)
     blocks, lines, regions = ground_truth(layout, pixels)
     image = augment(pixels, random.Random(f"augment:{seed}"), config)
     return SynthPage(seed, image, blocks, lines, regions, layout.two_columns)
@@ -66,16 +69,53 @@ def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
 def draw_pdf(layout: Layout) -> pymupdf.Document:
     """A one-page PDF of the layout, layout.width x layout.height points."""
     doc = pymupdf.open()
-    page = doc.new_page(width=layout.width, height=layout.height)
-    es = layout.elements
-    draw(page, [p for e in es for p in e.polys], [p for e in es for p in e.pictures],
-         [r for e in es for r in e.runs])
+    _draw(doc.new_page(width=layout.width, height=layout.height), layout)
     return doc
 
 
 def rasterize(doc: pymupdf.Document) -> np.ndarray:
     """uint8 [H, W, 3] of the first page at 72 dpi (1 px per point)."""
-    pix = doc[0].get_pixmap(alpha=False)
+    return _pixels(doc[0])
+
+
+class Canvas:
+    """Draws layouts as pages of one reused PDF document and renders them.
+
+    Same pixels as rasterize(draw_pdf(layout)) (tested), ~6 ms a page faster: MuPDF keeps the
+    document's fonts loaded and their glyphs cached. A new document is started every
+    `pages_per_document` pages (bounding its growth) and after a fork.
+    """
+
+    def __init__(self, pages_per_document: int = 500):
+        self._pages_per_document = pages_per_document
+        self._doc: pymupdf.Document | None = None
+        self._left = 0
+        self._pid = os.getpid()
+
+    def render(self, layout: Layout) -> np.ndarray:
+        if self._doc is None or self._left == 0 or self._pid != os.getpid():
+            self._doc, self._left, self._pid = pymupdf.open(), self._pages_per_document, os.getpid()
+        self._left -= 1
+        page = self._doc.new_page(width=layout.width, height=layout.height)
+        _draw(page, layout)
+        pixels = _pixels(page)
+        self._doc.delete_page(page.number)
+        return pixels
+
+
+@functools.lru_cache(maxsize=1)
+def _canvas() -> Canvas:
+    return Canvas()
+
+
+def _draw(page: pymupdf.Page, layout: Layout) -> None:
+    es = layout.elements
+    draw(page, [p for e in es for p in e.polys], [p for e in es for p in e.pictures],
+         [r for e in es for r in e.runs])
+
+
+def _pixels(page: pymupdf.Page) -> np.ndarray:
+    pix = page.get_pixmap(alpha=False)
     rows = np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.stride)
     return rows[:, :pix.width * 3].reshape(pix.height, pix.width, 3)
 
