@@ -1,0 +1,153 @@
+"""The engine at the real HPD-Parsing dimensions (HPD_FORMAT.md §2), with random weights.
+
+    python -m bench.real_dims /tmp/hpd-real [--device cpu] [--new-tokens 16]   # from the repo root
+
+Writes into the given folder a checkpoint with the real tensor names and shapes (664 tensors,
+1,071,912,960 parameters incl. the embedded P-MTP head, bf16, one `model.safetensors` of
+2,143,907,448 B: the real file's size to the byte) and a tokenizer of 151,681 ids with the
+special tokens at their real ids; loads it with `load_engine`; parses a 896x1344 page (2x3 grid
++ thumbnail = 7 tiles, 1,792 image tokens); then times one decode forward
+(`speculative.step`) at batch 1 and 16, greedy (k=0) and with 6 P-MTP drafts, on a KV cache
+holding a prompt of the same length.
+
+Measured (CPU, 2 cores, 24 GiB, fp32, torch 2.13; random weights so no branch forks):
+  write 2.1 GB checkpoint  see the notes in the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
+from hpd_core.checkpoint import write_tensors
+from hpd_core.config import HPDConfig
+from hpd_core.kv_cache import KVCache
+from hpd_core.model import HPDModel
+from hpd_core.speculative import step
+
+# Real ids (HPD_FORMAT.md §3); <BLOCK> at 151678 is inferred. The other added ids are reserved fillers.
+REAL_SPECIALS = {151643: "<|endoftext|>", 151644: "<|im_start|>", 151645: "<|im_end|>", 151669: "<img>",
+                 151670: "</img>", 151671: "<IMG_CONTEXT>", 151678: "<BLOCK>", 151679: "<FORK>", 151680: "<CHILD>"}
+FIRST_ADDED = 151643
+PAGE_SIZE = (896, 1344)  # -> (2, 3) grid
+
+
+def real_tokenizer(vocab_size: int = 151681) -> Tokenizer:
+    """Byte-level BPE: ids 0-255 bytes, fillers up to 151642, then the added tokens 151643.. ."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab.update({f"<|filler_{i}|>": i for i in range(len(alphabet), FIRST_ADDED)})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([REAL_SPECIALS.get(i, f"<|reserved_{i}|>") for i in range(FIRST_ADDED, vocab_size)])
+    return tok
+
+
+def random_tensor(name: str, shape: torch.Size, gen: torch.Generator) -> torch.Tensor:
+    """bf16 weights that keep activations in range: norms near 1, layer scales 0.1, fan-in scaling."""
+    noise = torch.randn(shape, generator=gen)
+    if len(shape) == 1 and ("norm" in name or name.startswith("mlp1.0")):
+        noise = 1 + 0.1 * noise
+    elif name.endswith(("ls1", "ls2")):
+        noise = 0.1 + 0.01 * noise
+    elif len(shape) == 1:
+        noise = 0.02 * noise
+    else:
+        noise = noise / (torch.Size(shape)[1:].numel() ** 0.5)
+    return noise.bfloat16()
+
+
+def write_real_checkpoint(folder: Path, seed: int = 0) -> Path:
+    cfg = HPDConfig()
+    with torch.device("meta"):
+        shapes = {k: v.shape for k, v in HPDModel(cfg).state_dict().items()}
+    gen = torch.Generator().manual_seed(seed)
+    state = {name: random_tensor(name, shape, gen) for name, shape in shapes.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg.save(folder / "config.json")
+    real_tokenizer(cfg.llm_config.vocab_size).save(str(folder / "tokenizer.json"))
+    write_tensors(state, folder, shard_bytes=2**40)  # one file, like the real checkpoint
+    return folder
+
+
+def page() -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (PAGE_SIZE[1], PAGE_SIZE[0], 3), dtype=np.uint8))
+
+
+def seconds(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def decode_times(engine, context: int, repeats: int) -> dict[tuple[int, int], float]:
+    """{(batch, k): seconds of one `step`} on rows holding `context` prompt positions."""
+    lm, llm = engine.model.lm, engine.config.llm_config
+    cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
+                    device=engine.device, rows=16, capacity=context + 256)
+    row = cache.alloc()
+    ids = torch.randint(0, FIRST_ADDED, (1, context), device=engine.device)
+    with torch.inference_mode():
+        h = lm.model(lm.embed(ids), torch.arange(context, device=engine.device)[None], cache,
+                     torch.tensor([row], device=engine.device))[0, -1]
+    cache.lengths[row] = context
+    rows = [row] + [cache.fork(row, context) for _ in range(15)]
+    pending = int(lm.logits(h).argmax())
+    out = {}
+    for batch in (1, 16):
+        hidden = h.expand(batch, -1)
+        for k in (0, 6):
+            def one_step():
+                step(lm, cache, rows[:batch], [pending] * batch, hidden, k)
+                for r in rows[:batch]:
+                    cache.lengths[r] = context  # every timed step sees the same context
+            out[batch, k] = seconds(one_step, repeats)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folder", type=Path, help="where to write the ~2.1 GB checkpoint")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens of the page parse")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    folder = write_real_checkpoint(args.folder)
+    size = (folder / "model.safetensors").stat().st_size
+    print(f"write checkpoint      {time.perf_counter() - start:7.1f} s  model.safetensors {size:,} B")
+    start = time.perf_counter()
+    engine = load_engine(folder, device=args.device)
+    print(f"load_engine           {time.perf_counter() - start:7.1f} s  {engine.info.parameters:,} parameters, "
+          f"{engine.info.dtype} on {engine.info.device}")
+    for event in engine.stream(page(), ParseOptions(max_new_tokens=args.new_tokens, use_mtp=False)):
+        if isinstance(event, PageStarted):
+            started = event
+        elif isinstance(event, PageFinished):
+            stats = event.result.stats
+    print(f"vision ({started.tiles} tiles)      {started.vision_seconds:7.1f} s")
+    print(f"prefill               {started.prefill_seconds:7.1f} s  {started.prompt_tokens} prompt tokens")
+    print(f"decode                {stats.decode_seconds:7.1f} s  {stats.generated_tokens} tokens, "
+          f"{stats.forwards} forwards, {stats.forked_branches} forks")
+    for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats).items():
+        print(f"step batch {batch:2d} k={k}    {sec * 1000:7.0f} ms  ({batch * (k + 1)} tokens fed)")
+
+
+if __name__ == "__main__":
+    main()
