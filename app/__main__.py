@@ -1,0 +1,35 @@
+"""`hpd-demo` / `python -m app`: load an engine and serve the Gradio app."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from app.ui import build_demo, launch
+from hpd_core import load_engine
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hpd-demo", description=__doc__)
+    parser.add_argument("--model", default=None,
+                        help="checkpoint folder or Hugging Face repo id (default: the bundled model)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help="default: float32 on CPU, bfloat16 on CUDA")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: all)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--share", action="store_true", help="also serve through a public gradio.live link")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    engine = load_engine(args.model, device=args.device, dtype=DTYPES.get(args.dtype))
+    launch(build_demo(engine), server_name=args.host, server_port=args.port, share=args.share)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""HTML panels of the app: status, statistics, the branch tree, branch outputs, comparisons.
+
+Pure functions of the view model (app.state) and results; all model text is HTML-escaped.
+Class names start with `hpd-`; their styles are `CSS`, which `app.ui.launch` passes to Gradio.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from app.comparison import Comparison
+from app.palette import colour
+from app.state import BranchView, PageView, Summary
+from hpd_core.engine import EngineInfo
+from hpd_core.grammar import BLOCK, CHILD, FORK, format_bbox
+
+STATES = ("waiting", "decoding", "done")
+
+CSS = """
+.hpd-status { padding: 8px 12px; border-radius: 8px; font-weight: 600; }
+.hpd-status.info { background: #eff6ff; color: #1e3a8a; }
+.hpd-status.running { background: #fef9c3; color: #713f12; }
+.hpd-status.done { background: #dcfce7; color: #14532d; }
+.hpd-status.error { background: #fee2e2; color: #7f1d1d; }
+.hpd-stats { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 6px; }
+.hpd-tile { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 6px 8px; }
+.hpd-tile .v { font-size: 1.25em; font-weight: 700; font-variant-numeric: tabular-nums; }
+.hpd-tile .k { font-size: 0.78em; opacity: 0.75; }
+.hpd-scroll { max-height: 360px; overflow-y: auto; border: 1px solid var(--border-color-primary);
+              border-radius: 8px; }
+.hpd-outputs { max-height: 560px; }
+.hpd-tree table { width: 100%; border-collapse: collapse; font-size: 0.85em; }
+.hpd-tree td, .hpd-tree th { padding: 2px 6px; text-align: left; white-space: nowrap; }
+.hpd-tree th { position: sticky; top: 0; background: var(--background-fill-secondary); }
+.hpd-tree td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.hpd-tree .edge { color: #94a3b8; font-family: monospace; }
+.hpd-chip { display: inline-block; padding: 0 6px; border-radius: 9px; color: #fff; font-size: 0.85em; }
+.hpd-state { display: inline-block; padding: 0 6px; border-radius: 9px; font-size: 0.85em; }
+.hpd-state.waiting { background: #e2e8f0; color: #334155; }
+.hpd-state.decoding { background: #fde68a; color: #713f12; }
+.hpd-state.done { background: #bbf7d0; color: #14532d; }
+.hpd-branch { border-bottom: 1px solid var(--border-color-primary); padding: 6px 10px; }
+.hpd-branch .head { font-size: 0.82em; opacity: 0.85; margin-bottom: 2px; }
+.hpd-branch .body { font-family: ui-monospace, monospace; font-size: 0.85em; white-space: pre-wrap;
+                    word-break: break-word; }
+mark.hpd-draft { background: #fde68a; color: #111827; border-radius: 2px; padding: 0; }
+.hpd-tag { color: #7c3aed; font-weight: 600; }
+.hpd-legend { font-size: 0.82em; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
+.hpd-compare table { border-collapse: collapse; width: 100%; }
+.hpd-compare td, .hpd-compare th { padding: 4px 10px; border-bottom: 1px solid var(--border-color-primary);
+                                   text-align: right; font-variant-numeric: tabular-nums; }
+.hpd-compare td:first-child, .hpd-compare th:first-child { text-align: left; }
+.hpd-verdict { font-size: 1.1em; font-weight: 700; margin: 6px 0; }
+.hpd-verdict.ok { color: #15803d; } .hpd-verdict.bad { color: #b91c1c; }
+.hpd-diff { font-family: ui-monospace, monospace; font-size: 0.82em; white-space: pre-wrap; max-height: 360px;
+            overflow-y: auto; border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 6px; }
+.hpd-diff .add { background: #dcfce7; color: #14532d; } .hpd-diff .del { background: #fee2e2; color: #7f1d1d; }
+"""
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def status_html(message: str, kind: str = "info") -> str:
+    """kind: info | running | done | error."""
+    return f'<div class="hpd-status {kind}">{esc(message)}</div>'
+
+
+def info_markdown(info: EngineInfo) -> str:
+    mtp = "yes" if info.mtp else "no (use_mtp unavailable)"
+    return (f"**Model** `{info.name}` · **device** {info.device} · **dtype** {info.dtype} · "
+            f"**parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
+
+
+# ---- statistics ------------------------------------------------------------------------------
+
+def stats_html(summary: Summary) -> str:
+    s = summary
+    rate = (f"{s.rate_avg:,.0f}", "tokens/s (page)") if s.finished else (f"{s.rate_now:,.0f}", "tokens/s now")
+    wall = f"{s.wall_seconds:.2f} s" if s.wall_seconds is not None else f"{s.elapsed:.1f} s"
+    tiles = [
+        rate, (f"{s.rate_avg:,.0f}", "tokens/s average"), (f"{s.tokens:,}", "tokens generated"),
+        (wall, "wall time" if s.finished else "decoding time"),
+        (f"{s.forwards:,}", "decode forwards"), (f"{s.peak_active}", "peak active branches"),
+        (f"{s.branches} ({s.live} live)", "branches"), (f"{s.shared_prefix_tokens:,}", "shared-prefix tokens"),
+        (f"{s.accepted:,} / {s.drafted:,}", "drafts accepted / drafted"),
+        (f"{s.mean_accepted_length:.2f}", "mean accepted length τ"),
+        (f"{s.accepted / s.drafted:.0%}" if s.drafted else "–", "acceptance rate"),
+        (f"{s.rounds:,}", "decode rounds"),
+    ]
+    cells = "".join(f'<div class="hpd-tile"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
+                    for v, k in tiles)
+    return f'<div class="hpd-stats">{cells}</div>'
+
+
+# ---- the branch tree ---------------------------------------------------------------------------
+
+def label_chip(label: str | None, branch: int = 1) -> str:
+    name = "layout" if branch == 0 else (label or "?")
+    return f'<span class="hpd-chip" style="background:{colour(name)}">{esc(name)}</span>'
+
+
+def tree_html(view: PageView) -> str:
+    """The layout branch with its children: label, box, state, tokens, drafts, tokens/s."""
+    branches = list(view.branches.values())
+    if not branches:
+        return '<div class="hpd-tree">The branch tree appears when decoding starts.</div>'
+    states = {b.branch: b.state(view.round) for b in branches}
+    counts = ", ".join(f"{sum(1 for s in states.values() if s == name)} {name}" for name in STATES)
+    rows = "".join(_tree_row(b, states[b.branch], view.elapsed, last=i == len(branches) - 1)
+                   for i, b in enumerate(branches))
+    return (f'<div class="hpd-tree"><div class="hpd-legend">1 layout branch → {len(branches) - 1} '
+            f'children · {counts}</div><div class="hpd-scroll"><table><thead><tr><th>branch</th>'
+            f'<th>label</th><th>box (0-1000)</th><th>state</th><th>tokens</th><th>drafts</th>'
+            f'<th>tok/s</th></tr></thead><tbody>{rows}</tbody></table></div></div>')
+
+
+def _tree_row(b: BranchView, state: str, now: float, last: bool) -> str:
+    edge = "●" if b.branch == 0 else ("└─" if last else "├─")
+    box = format_bbox(b.bbox) if b.bbox is not None else "–"
+    reason = f" ({b.reason})" if b.reason not in (None, "stop") else ""
+    return (f'<tr data-branch="{b.branch}" data-state="{state}"><td><span class="edge">{edge}</span> '
+            f'{b.branch}</td><td>{label_chip(b.label, b.branch)}</td><td>{box}</td>'
+            f'<td><span class="hpd-state {state}">{state}{esc(reason)}</span></td>'
+            f'<td class="num">{b.tokens:,}</td><td class="num">{b.accepted:,}</td>'
+            f'<td class="num">{b.rate(now):,.0f}</td></tr>')
+
+
+# ---- branch outputs ----------------------------------------------------------------------------
+
+def draft_legend() -> str:
+    return ('<div class="hpd-legend">Legend: <span>verified token</span>'
+            '<mark class="hpd-draft">accepted P-MTP draft</mark>'
+            f'<span class="hpd-tag">{esc(FORK)}</span> protocol marker</div>')
+
+
+def branches_html(view: PageView) -> str:
+    """Every branch's text as written so far, accepted drafts highlighted."""
+    cards = "".join(_branch_card(b, b.state(view.round)) for b in view.branches.values())
+    if not cards:
+        cards = '<div class="hpd-branch">Branch outputs appear here while the page is decoded.</div>'
+    return f'{draft_legend()}<div class="hpd-scroll hpd-outputs">{cards}</div>'
+
+
+def _branch_card(b: BranchView, state: str) -> str:
+    name = "layout branch" if b.branch == 0 else f"child {b.branch}"
+    box = f" {format_bbox(b.bbox)}" if b.bbox is not None else ""
+    body = "".join(_piece(text, drafted) for text, drafted in b.pieces)
+    return (f'<div class="hpd-branch" data-branch="{b.branch}"><div class="head">{label_chip(b.label, b.branch)} '
+            f'<b>{name}</b>{esc(box)} · <span class="hpd-state {state}">{state}</span> · {b.tokens:,} tokens, '
+            f'{b.accepted:,} from drafts</div><div class="body">{body}</div></div>')
+
+
+def _piece(text: str, drafted: bool) -> str:
+    marked = esc(text)
+    for marker in (BLOCK, FORK, CHILD):
+        marked = marked.replace(esc(marker), f'<span class="hpd-tag">{esc(marker)}</span>')
+    return f'<mark class="hpd-draft">{marked}</mark>' if drafted else marked
+
+
+def label_legend(labels: Iterable[str | None]) -> str:
+    chips = " ".join(label_chip(label) for label in dict.fromkeys(labels))
+    return f'<div class="hpd-legend">{chips}</div>' if chips else ""
+
+
+# ---- comparison ---------------------------------------------------------------------------------
+
+def comparison_html(names: tuple[str, str], comparison: Comparison) -> str:
+    a, b = comparison.a.stats, comparison.b.stats
+    rows = [("wall time (s)", f"{a.wall_seconds:.2f}", f"{b.wall_seconds:.2f}"),
+            ("decode time (s)", f"{a.decode_seconds:.2f}", f"{b.decode_seconds:.2f}"),
+            ("tokens generated", f"{a.generated_tokens:,}", f"{b.generated_tokens:,}"),
+            ("tokens/s", f"{a.tokens_per_second:,.0f}", f"{b.tokens_per_second:,.0f}"),
+            ("decode forwards", f"{a.forwards:,}", f"{b.forwards:,}"),
+            ("peak active branches", f"{a.peak_active_branches}", f"{b.peak_active_branches}"),
+            ("mean accepted length τ", f"{a.mean_accepted_length:.2f}", f"{b.mean_accepted_length:.2f}")]
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows)
+    table = (f'<table><thead><tr><th></th><th>A: {esc(names[0])}</th><th>B: {esc(names[1])}</th></tr></thead>'
+             f'<tbody>{body}</tbody></table>')
+    speed = (f'<div class="hpd-verdict" data-speedup="{comparison.speedup:.3f}">Speedup B over A: '
+             f'{comparison.speedup:.2f}× wall clock, {comparison.forward_ratio:.2f}× fewer forwards</div>')
+    return f'<div class="hpd-compare">{speed}{_verdict(comparison)}{table}</div>'
+
+
+def _verdict(comparison: Comparison) -> str:
+    if not comparison.complete:
+        return '<div class="hpd-verdict bad" data-match="cancelled">Stopped: no exact-match check.</div>'
+    if comparison.exact:
+        n = len(comparison.a.blocks)
+        return (f'<div class="hpd-verdict ok" data-match="exact">✓ Exact match: identical output '
+                f'({len(comparison.a.text):,} characters, {n} blocks)</div>')
+    return '<div class="hpd-verdict bad" data-match="differs">✗ The outputs differ (diff below)</div>'
+
+
+def diff_html(comparison: Comparison) -> str:
+    if comparison.exact or not comparison.complete:
+        return ""
+    lines = []
+    for line in comparison.diff():
+        kind = "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        lines.append(f'<div class="{kind}">{esc(line)}</div>')
+    return f'<div class="hpd-diff">{"".join(lines)}</div>'

@@ -1,0 +1,423 @@
+"""The Gradio app: `build_demo(engine)` lays out the page and wires small handlers; `launch`.
+
+Parse tab: a document page is decoded in a background job (app.job) while a generator handler
+renders the job's view a few times a second: the branch tree, branch outputs with accepted
+drafts, tokens/s, boxes on the page, the timeline; then Markdown, JSON and downloads.
+Compare tab: the same page decoded twice (MTP off/on, serial/batched children, plain/fork).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import gradio as gr
+import pymupdf
+
+from app.boxes import draw_boxes
+from app.comparison import MODES, Comparison, variant_options
+from app.downloads import write_downloads
+from app.examples import example_files
+from app.job import ParseJob
+from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
+                        status_html, tree_html)
+from app.timeline import sparkline_svg, timeline_svg
+from hpd_core.documents import DocumentError, Page, PasswordRequired, count_pages, load_pages
+from hpd_core.engine import Engine
+from hpd_core.options import ParseOptions
+
+FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
+         {"left": "$", "right": "$", "display": False}]
+TIMELINE_SECONDS = 1.0   # the timeline and the page boxes redraw at most this often while decoding
+MAX_UPLOAD = "100mb"     # documents.Limits.max_file_bytes
+DEFAULTS = ParseOptions()
+
+
+class Options(NamedTuple):
+    """The decoding controls, in `ParseOptions` order after `prompt`."""
+    use_mtp: gr.Checkbox
+    num_speculative_tokens: gr.Slider
+    batch_children: gr.Checkbox
+    max_active_branches: gr.Slider
+    max_new_tokens: gr.Number
+    prompt: gr.Radio
+
+
+class Document(NamedTuple):
+    file: gr.File
+    page: gr.Slider
+    dpi: gr.Slider
+    password: gr.Textbox
+
+
+class ParsePanel(NamedTuple):
+    status: gr.HTML
+    stats: gr.HTML
+    sparkline: gr.HTML
+    tree: gr.HTML
+    branches: gr.HTML
+    timeline: gr.HTML
+    page: gr.Image
+    legend: gr.HTML
+    markdown: gr.Markdown
+    raw: gr.Code
+    json: gr.JSON
+    download_md: gr.DownloadButton
+    download_json: gr.DownloadButton
+
+
+class Side(NamedTuple):
+    title: gr.Markdown
+    stats: gr.HTML
+    sparkline: gr.HTML
+    timeline: gr.HTML
+
+
+class ComparePanel(NamedTuple):
+    status: gr.HTML
+    a: Side
+    b: Side
+    summary: gr.HTML
+    diff: gr.HTML
+
+
+@dataclass
+class Run:
+    """A job plus what the UI needs to present it."""
+    job: ParseJob
+    page: Page
+    shown_boxes: tuple = ()      # (label, bbox) of the blocks drawn on the page image
+    timeline_at: float = 0.0     # time.monotonic() of the last timeline drawn
+
+
+# ---- layout ---------------------------------------------------------------------------------------
+
+def build_demo(engine: Engine) -> gr.Blocks:
+    pymupdf.TOOLS.mupdf_display_errors(False)  # damaged PDFs: our DocumentError says it, not stdout
+    handlers = Handlers(engine)
+    with gr.Blocks(title="HPD-Parsing: hierarchical parallel decoding, live", analytics_enabled=False,
+                   delete_cache=(3600, 3600)) as demo:
+        gr.Markdown("# HPD-Parsing, live\nA layout branch writes one `<BLOCK>label [box]<FORK>` per block; "
+                    "each `<FORK>` starts a child branch that writes the block. P-MTP drafts tokens that "
+                    "one forward verifies. Watch both happen, then compare the decoders.")
+        gr.Markdown(info_markdown(engine.info))
+        with gr.Tab("Parse", id="parse"):
+            document, options, parse_button, stop_button, panel = _parse_tab(engine)
+        with gr.Tab("Compare", id="compare"):
+            mode, compare_button, compare_stop, compare_panel = _compare_tab()
+        handlers.parse_panel, handlers.compare_panel, handlers.document = panel, compare_panel, document
+        handlers.wire(document, options, parse_button, stop_button, mode, compare_button, compare_stop)
+    demo.queue(default_concurrency_limit=1)
+    return demo
+
+
+def _parse_tab(engine: Engine):
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            file = gr.File(label="Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", file_types=FILE_TYPES,
+                           type="filepath", elem_id="document")
+            if examples := example_files():
+                gr.Examples([[str(p)] for p in examples], inputs=[file], label="Example documents")
+            with gr.Row():
+                page = gr.Slider(1, 2, value=1, step=1, label="Page", visible=False, elem_id="page")
+                dpi = gr.Slider(50, 300, value=90, step=10, label="Render DPI (PDF)", elem_id="dpi")
+            password = gr.Textbox(label="PDF password", type="password", visible=False, elem_id="password")
+            options = _options_panel(engine)
+            with gr.Row():
+                parse_button = gr.Button("Parse", variant="primary", elem_id="parse")
+                stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+        with gr.Column(scale=1, min_width=300):
+            image = gr.Image(label="Page with layout boxes", type="pil", format="png", interactive=False,
+                             elem_id="page-image")
+            legend = gr.HTML(elem_id="label-legend")
+        with gr.Column(scale=2, min_width=420):
+            status = gr.HTML(status_html("Upload a document or pick an example, then press Parse."),
+                             elem_id="status")
+            stats = gr.HTML(elem_id="stats")
+            sparkline = gr.HTML(elem_id="sparkline")
+            tree = gr.HTML(elem_id="tree")
+    with gr.Tabs():
+        with gr.Tab("Branch outputs", id="outputs"):
+            branches = gr.HTML(elem_id="branches")
+        with gr.Tab("Timeline", id="timeline"):
+            gr.Markdown("One row per branch (0 = layout branch), x = decode round, coloured by label; "
+                        "dark ticks: steps with accepted drafts (taller = more).")
+            timeline = gr.HTML(elem_id="timeline")
+        with gr.Tab("Markdown", id="markdown"):
+            markdown = gr.Markdown(latex_delimiters=LATEX, elem_id="markdown")
+        with gr.Tab("Raw Markdown", id="raw"):
+            raw = gr.Code(language="markdown", elem_id="raw", interactive=False)
+        with gr.Tab("JSON", id="json"):
+            json = gr.JSON(elem_id="json")
+    with gr.Row():
+        download_md = gr.DownloadButton("Download .md", visible=False, elem_id="download-md")
+        download_json = gr.DownloadButton("Download .json", visible=False, elem_id="download-json")
+    panel = ParsePanel(status, stats, sparkline, tree, branches, timeline, image, legend, markdown, raw, json,
+                       download_md, download_json)
+    return Document(file, page, dpi, password), options, parse_button, stop_button, panel
+
+
+def _options_panel(engine: Engine) -> Options:
+    mtp = engine.info.mtp
+    with gr.Accordion("Decoding options", open=True):
+        with gr.Row():
+            use_mtp = gr.Checkbox(mtp and DEFAULTS.use_mtp, label="use_mtp (P-MTP speculative decoding)",
+                                  interactive=mtp, elem_id="use-mtp")
+            batch = gr.Checkbox(DEFAULTS.batch_children, label="batch_children (children in batched rounds)",
+                                elem_id="batch-children")
+        k = gr.Slider(1, 10, value=DEFAULTS.num_speculative_tokens, step=1, label="num_speculative_tokens")
+        with gr.Row():
+            active = gr.Slider(1, 256, value=DEFAULTS.max_active_branches, step=1, label="max_active_branches")
+            new = gr.Number(DEFAULTS.max_new_tokens, label="max_new_tokens (per branch)", precision=0,
+                            minimum=1, elem_id="max-new-tokens")
+        prompt = gr.Radio([("fork (hierarchical)", "fork"), ("plain (one trajectory)", "plain")],
+                          value=DEFAULTS.prompt, label="prompt", elem_id="prompt")
+    return Options(use_mtp, k, batch, active, new, prompt)
+
+
+def _compare_tab():
+    gr.Markdown("Decodes the document page selected on the Parse tab twice, with its options except the "
+                "compared one. Greedy decoding: MTP and batching must not change a single token.")
+    with gr.Row():
+        mode = gr.Radio(list(MODES), value=next(iter(MODES)), label="Compare", elem_id="compare-mode")
+        compare_button = gr.Button("Compare", variant="primary", elem_id="compare")
+        compare_stop = gr.Button("Stop", variant="stop", elem_id="compare-stop")
+    status = gr.HTML(status_html("Pick a document on the Parse tab, then press Compare."), elem_id="compare-status")
+    sides = []
+    with gr.Row():
+        for name in "ab":
+            with gr.Column(elem_id=f"side-{name}"):
+                sides.append(Side(gr.Markdown(f"### {name.upper()}"), gr.HTML(elem_id=f"stats-{name}"),
+                                  gr.HTML(elem_id=f"sparkline-{name}"), gr.HTML(elem_id=f"timeline-{name}")))
+    summary = gr.HTML(elem_id="compare-summary")
+    diff = gr.HTML(elem_id="compare-diff")
+    return mode, compare_button, compare_stop, ComparePanel(status, sides[0], sides[1], summary, diff)
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    """`demo.launch` with the app's theme, CSS and upload limit."""
+    return demo.launch(theme=gr.themes.Soft(primary_hue="blue"), css=CSS, max_file_size=MAX_UPLOAD, **kwargs)
+
+
+# ---- handlers -------------------------------------------------------------------------------------
+
+class Handlers:
+    """Event handlers of one demo. One job at a time per browser session; the engine's lock and
+    the queue's concurrency group keep the sessions' decodes one after another."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.runs: dict[str, Run] = {}   # session hash -> its current (or last) run
+        self.runs_lock = threading.Lock()
+        self.downloads = Path(tempfile.mkdtemp(prefix="hpd-demo-"))
+        self.parse_panel: ParsePanel | None = None
+        self.compare_panel: ComparePanel | None = None
+        self.document: Document | None = None
+
+    def wire(self, document: Document, options: Options, parse_button, stop_button, mode, compare_button,
+             compare_stop) -> None:
+        d, p, c = document, self.parse_panel, self.compare_panel
+        preview_out = [d.page, d.password, p.page, p.legend, p.status]
+        d.file.change(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="open_document")
+        d.password.submit(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="unlock")
+        gr.on([d.page.release, d.dpi.release], self.show_page, list(d), [p.page, p.legend, p.status],
+              api_name="show_page")
+        parsing = parse_button.click(self.parse, [*d, *options], list(p), api_name="parse",
+                                     concurrency_id="engine", concurrency_limit=1, show_progress="minimal")
+        stop_button.click(self.stop, None, list(p), api_name="stop", cancels=[parsing], concurrency_limit=None)
+        compare_out = [c.status, *c.a, *c.b, c.summary, c.diff]
+        comparing = compare_button.click(self.compare, [*d, mode, *options], compare_out, api_name="compare",
+                                         concurrency_id="engine", concurrency_limit=1, show_progress="minimal")
+        compare_stop.click(self.stop_compare, None, [c.status], api_name="stop_compare", cancels=[comparing],
+                           concurrency_limit=None)
+
+    # -- documents --
+
+    def open_document(self, path: str | None, dpi: float, password: str):
+        d, p = self.document, self.parse_panel
+        hidden = gr.Slider(value=1, minimum=1, maximum=2, visible=False)  # a slider needs min < max
+        if not path:
+            return {d.page: hidden, d.password: gr.Textbox(visible=False), p.page: None, p.legend: "",
+                    p.status: status_html("Upload a document or pick an example, then press Parse.")}
+        try:
+            pages = count_pages(path, password or None)
+            image = load_page(path, 1, dpi, password).image
+        except PasswordRequired as err:
+            gr.Warning(str(err))
+            return {d.page: hidden, d.password: gr.Textbox(visible=True), p.page: None, p.legend: "",
+                    p.status: status_html(f"{err}. Enter it and press Enter.", "error")}
+        except DocumentError as err:
+            gr.Warning(str(err))
+            return {d.page: hidden, d.password: gr.Textbox(visible=bool(password)), p.page: None, p.legend: "",
+                    p.status: status_html(str(err), "error")}
+        name = Path(path).name
+        return {d.page: gr.Slider(value=1, minimum=1, maximum=max(pages, 2), visible=pages > 1),
+                d.password: gr.Textbox(visible=bool(password)), p.page: image, p.legend: "",
+                p.status: status_html(f"{name}: {pages} page{'s' * (pages > 1)}. Press Parse.")}
+
+    def show_page(self, path: str | None, number: float, dpi: float, password: str):
+        p = self.parse_panel
+        if not path:
+            return {p.page: None, p.legend: ""}
+        try:
+            return {p.page: load_page(path, number, dpi, password).image, p.legend: "",
+                    p.status: status_html(f"{Path(path).name}, page {int(number)}. Press Parse.")}
+        except DocumentError as err:
+            gr.Warning(str(err))
+            return {p.page: None, p.legend: "", p.status: status_html(str(err), "error")}
+
+    # -- parsing --
+
+    def parse(self, path, number, dpi, password, use_mtp, k, batch, active, new, prompt, request: gr.Request):
+        page = page_or_error(path, number, dpi, password)
+        run = self._start(request, page, options_or_error(use_mtp, k, batch, active, new, prompt))
+        p = self.parse_panel
+        try:
+            yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running"),
+                   p.page: page.image, p.legend: "", p.markdown: "", p.raw: "", p.json: None, p.timeline: "",
+                   p.download_md: gr.DownloadButton(visible=False),
+                   p.download_json: gr.DownloadButton(visible=False)}
+            for _ in run.job.frames():
+                yield self._live(run)
+            yield self._final(run)
+        finally:
+            run.job.cancel()  # a closed generator (Stop, a closed tab) frees the engine
+
+    def _start(self, request: gr.Request, page: Page, options: ParseOptions) -> Run:
+        session = request.session_hash or "api"
+        with self.runs_lock:
+            previous = self.runs.get(session)
+            if previous is not None:
+                previous.job.cancel()
+            run = self.runs[session] = Run(ParseJob(self.engine, page.image, options), page)
+        return run
+
+    def _live(self, run: Run) -> dict:
+        p = self.parse_panel
+        with run.job.lock:
+            view = run.job.view
+            out = {p.status: status_html(f"Decoding page {run.page.number} of {run.page.source}: "
+                                         f"{len(view.branches)} branches…", "running"),
+                   p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
+                   p.tree: tree_html(view), p.branches: branches_html(view)}
+            blocks = view.layout_blocks()
+            now = time.monotonic()
+            if now - run.timeline_at >= TIMELINE_SECONDS:
+                out[p.timeline] = timeline_svg(list(view.branches.values()), view.round,
+                                               view.options.draft_tokens)
+                run.timeline_at = now
+        key = tuple((b.label, b.bbox) for b in blocks)
+        if key != run.shown_boxes:
+            run.shown_boxes = key
+            out[p.page] = draw_boxes(run.page.image, blocks)
+            out[p.legend] = label_legend(b.label for b in blocks)
+        return out
+
+    def _final(self, run: Run) -> dict:
+        job, p = run.job, self.parse_panel
+        if job.error is not None:
+            raise gr.Error(f"Decoding failed: {job.error}")
+        view, result = job.view, job.view.result
+        md_path, json_path = write_downloads(self.downloads, run.page.source, run.page.number, result)
+        s = result.stats
+        verb = "Stopped; partial output of" if result.cancelled else "Parsed"
+        message = (f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
+                   f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s ({s.tokens_per_second:,.0f} tok/s, "
+                   f"τ = {s.mean_accepted_length:.2f}).")
+        return {p.status: status_html(message, "error" if result.cancelled else "done"),
+                p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
+                p.tree: tree_html(view), p.branches: branches_html(view),
+                p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens),
+                p.page: draw_boxes(run.page.image, result.blocks),
+                p.legend: label_legend(b.label for b in result.blocks),
+                p.markdown: result.markdown, p.raw: result.markdown, p.json: result.to_dict(),
+                p.download_md: gr.DownloadButton(value=str(md_path), visible=True),
+                p.download_json: gr.DownloadButton(value=str(json_path), visible=True)}
+
+    def stop(self, request: gr.Request):
+        run = self._stop(request)
+        if run is None or run.job.view.result is None:
+            return {self.parse_panel.status: status_html("Nothing is running.")}
+        return self._final(run)
+
+    def _stop(self, request: gr.Request) -> Run | None:
+        with self.runs_lock:
+            run = self.runs.get(request.session_hash or "api")
+        if run is not None:
+            run.job.cancel()
+        return run
+
+    # -- comparing --
+
+    def compare(self, path, number, dpi, password, mode, use_mtp, k, batch, active, new, prompt,
+                request: gr.Request):
+        page = page_or_error(path, number, dpi, password)
+        base = options_or_error(use_mtp, k, batch, active, new, prompt)
+        c = self.compare_panel
+        variants = MODES[mode]
+        yield {c.summary: "", c.diff: "", **{side.title: f"### {name}: {v.name}"
+                                             for name, side, v in zip("AB", (c.a, c.b), variants)},
+               **{part: "" for side in (c.a, c.b) for part in side[1:]}}
+        results = []
+        for name, side, variant in zip("AB", (c.a, c.b), variants):
+            run = self._start(request, page, variant_options(base, variant))
+            try:
+                status = status_html(f"Decoding {name}: {variant.name} (page {page.number} of {page.source})…",
+                                     "running")
+                for _ in run.job.frames():
+                    yield {c.status: status, **self._side(side, run)}
+            finally:
+                run.job.cancel()
+            if run.job.error is not None:
+                raise gr.Error(f"Decoding failed: {run.job.error}")
+            yield self._side(side, run)
+            results.append(run.job.view.result)
+            if results[-1].cancelled:
+                yield {c.status: status_html("Comparison stopped.", "error")}
+                return
+        comparison = Comparison(*results)
+        yield {c.status: status_html(f"Compared on page {page.number} of {page.source}.", "done"),
+               c.summary: comparison_html((variants[0].name, variants[1].name), comparison),
+               c.diff: diff_html(comparison)}
+
+    def _side(self, side: Side, run: Run) -> dict:
+        with run.job.lock:
+            view = run.job.view
+            return {side.stats: stats_html(view.summary()), side.sparkline: sparkline_svg(view.history),
+                    side.timeline: timeline_svg(list(view.branches.values()), view.round,
+                                                view.options.draft_tokens)}
+
+    def stop_compare(self, request: gr.Request):
+        self._stop(request)
+        return status_html("Comparison stopped; the engine is free.", "error")
+
+
+# ---- inputs -> engine arguments -------------------------------------------------------------------
+
+def load_page(path: str, number: float, dpi: float, password: str | None) -> Page:
+    return load_pages(path, [int(number)], dpi=float(dpi), password=password or None)[0]
+
+
+def page_or_error(path: str | None, number: float, dpi: float, password: str | None) -> Page:
+    if not path:
+        raise gr.Error("Upload a document or pick an example first.", print_exception=False)
+    try:
+        return load_page(path, number or 1, dpi or 90, password)
+    except DocumentError as err:
+        raise gr.Error(str(err), print_exception=False) from err
+
+
+def options_or_error(use_mtp, num_speculative_tokens, batch_children, max_active_branches, max_new_tokens,
+                     prompt) -> ParseOptions:
+    try:
+        return ParseOptions(prompt=prompt or "fork", use_mtp=bool(use_mtp),
+                            num_speculative_tokens=int(num_speculative_tokens),
+                            batch_children=bool(batch_children), max_active_branches=int(max_active_branches),
+                            max_new_tokens=int(max_new_tokens or 1))
+    except (TypeError, ValueError) as err:
+        raise gr.Error(f"Invalid option: {err}", print_exception=False) from err
