@@ -118,12 +118,13 @@ class Decoder(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
 
-    def forward(self, embeds: torch.Tensor, positions: torch.Tensor,
-                cache: KVCache | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
+                rows: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Post-norm hidden states [B, q, H] for input embeddings [B, q, H] at positions [B, q].
 
         With a cache, each row's keys/values are written at its positions and attention reads
-        the row's positions [0, position]; without one, attention is causal within the input.
+        the row's positions [0, position]; without one, attention is causal by position within
+        the input, or follows `mask` [B, 1, q, q] (True = may attend; training's tree mask).
         """
         rope = self.rotary(positions, embeds.dtype)
         if cache is None:
@@ -131,7 +132,8 @@ class Decoder(nn.Module):
         else:
             cache.ensure(int(positions.max()) + 1)
             keys = torch.arange(int(positions.max()) + 1, device=positions.device)[None]
-        mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
+        if mask is None:
+            mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
         h = embeds
         for i, layer in enumerate(self.layers):
             h = layer(h, rope, mask, KVAccess(cache, i, rows, positions, keys.shape[-1]))

@@ -1,0 +1,260 @@
+"""Train the bundled model: `python -m hpd_core.train --out DIR --stages one:180,few:180,dense:240,mtp:120`.
+
+Stages run for the given seconds each, on fresh synthetic pages (never reused). After each stage
+the weights are written to DIR/hpd-tiny (+ DIR/P-MTP), and the image test and a greedy
+evaluation on held-out pages are logged to DIR/log.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
+
+from hpd_core.checkpoint import load_model, save_model
+from hpd_core.config import HPDConfig, LLMConfig, VisionConfig
+from hpd_core.engine import Engine
+from hpd_core.model import HPDModel
+from hpd_core.model.vision import image_tokens
+from hpd_core.options import ParseOptions
+from hpd_core.tokenizer import HPDTokenizer
+from hpd_core.train.data import STAGES, Pages, batch_of
+from hpd_core.train.packing import IGNORE, tree_mask
+
+TRAIN_SEEDS = 1_000_000      # stage s, run r: TRAIN_SEEDS * (1 + s) + r * 100_000 ...
+EVAL_SEEDS = 20_000_000      # held out: never used for training
+
+
+def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
+    """The bundled model: one 640-px tile (8-px patches, 2x2 shuffle: 1,600 image tokens),
+    a 6-layer 256-wide InternViT and a 6-layer 384-wide Qwen3 (`small`: a CPU smoke-test size)."""
+    ids = {s: tok.token_to_id(s) for s in ("<FORK>", "<CHILD>", "<|im_end|>", "<|endoftext|>")}
+    if small:
+        vision = VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                              image_size=64, patch_size=8)
+        llm = LLMConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=8192,
+                        rope_theta=10000.0)
+    else:
+        vision = VisionConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=4,
+                              image_size=640, patch_size=8)
+        llm = LLMConfig(vocab_size=tok.get_vocab_size(), hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
+                        num_attention_heads=6, num_key_value_heads=2, head_dim=64, max_position_embeddings=8192,
+                        rope_theta=10000.0)
+    return HPDConfig(vision_config=vision, llm_config=llm, downsample_ratio=0.5, force_image_size=vision.image_size,
+                     min_dynamic_patch=1, max_dynamic_patch=1, use_thumbnail=False, fork_token_id=ids["<FORK>"],
+                     child_token_id=ids["<CHILD>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+
+
+def init_weights(model: HPDModel) -> None:
+    depth = 2 * max(model.config.llm_config.num_hidden_layers, model.config.vision_config.num_hidden_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("ls1", "ls2")):
+                p.fill_(0.1)
+            elif p.dim() == 1:
+                p.fill_(1.0 if "norm" in name or name.startswith("mlp1.0") else 0.0)
+            else:
+                std = 0.02 / math.sqrt(depth) if name.endswith(("o_proj.weight", "down_proj.weight", "fc2.weight",
+                                                                  "attn.proj.weight")) else 0.02
+                p.normal_(0.0, std)
+
+
+def forward_hidden(model: HPDModel, batch: dict) -> torch.Tensor:
+    """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT> slots)."""
+    rows = image_tokens(model.vision_model, model.mlp1, batch["pixels"], model.config.shuffle_scale)
+    ids = batch["ids"]
+    embeds = model.lm.embed(ids)
+    slots = ids == batch["image_id"]
+    embeds = embeds.masked_scatter(slots[..., None], rows.to(embeds.dtype))
+    mask = tree_mask(batch["segments"], batch["forks"], batch["positions"])
+    return model.lm.model(embeds, batch["positions"], mask=mask)
+
+
+def lm_losses(model: HPDModel, batch: dict) -> dict[str, torch.Tensor]:
+    h = forward_hidden(model, batch)
+    labels, kinds = batch["labels"], batch["kinds"]
+    sel = labels != IGNORE
+    loss = F.cross_entropy(model.lm.logits(h[sel]).float(), labels[sel], reduction="none")
+    k = kinds[sel]
+    return {"loss": loss.mean(), "parent": loss[k == 1].mean(), "child": loss[k == 2].mean()}
+
+
+def mtp_losses(model: HPDModel, batch: dict, k: int) -> dict[str, torch.Tensor]:
+    """Progressive P-MTP loss: draft i starts from the head's own drafts 1..i-1, as at inference."""
+    with torch.no_grad():
+        h = forward_hidden(model, batch)
+    labels, segments = batch["labels"], batch["segments"]
+    sel = labels != IGNORE
+    hidden, token = h[sel], labels[sel]
+    total, accepted_so_far, stats = 0.0, torch.ones_like(token, dtype=torch.bool), {}
+    for i in range(1, k + 1):
+        shifted = torch.full_like(labels, IGNORE)
+        same = segments[:, i:] == segments[:, :-i]
+        shifted[:, :-i] = torch.where(same, labels[:, i:], IGNORE)
+        target = shifted[sel]
+        hidden = model.lm.mtp(hidden, model.lm.embed(token))
+        logits = model.lm.logits(hidden).float()
+        valid = target != IGNORE
+        loss = F.cross_entropy(logits[valid], target[valid]) if valid.any() else logits.sum() * 0
+        total = total + loss / k
+        token = logits.argmax(-1)
+        accepted_so_far &= (token == target) & valid
+        stats[f"acc{i}"] = accepted_so_far.float().sum() / valid.float().sum().clamp(min=1)
+    stats["loss"] = total
+    return stats
+
+
+def to_device(batch: dict, device, image_id: int) -> dict:
+    return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "image_id": image_id}
+
+
+def loader(stage_name: str, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int):
+    stage = STAGES[stage_name]
+    return DataLoader(Pages(stage, config, tok, first_seed), batch_size=batch or stage.batch, num_workers=workers,
+                      collate_fn=lambda items: batch_of(items, config.pad_token_id), pin_memory=torch.cuda.is_available(),
+                      prefetch_factor=4 if workers else None, persistent_workers=False)
+
+
+def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int) -> None:
+    mtp = name == "mtp"
+    data_stage = args.mtp_data if mtp else name
+    params = list(model.lm.mtp.parameters()) if mtp else [p for n, p in model.named_parameters()
+                                                         if not n.startswith("language_model.mtp.")]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    lr = args.lr or (1e-3 if mtp else STAGES[data_stage].lr)
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0 if mtp else 0.05, fused=args.cuda)
+    model.train()
+    start, step, pages = time.perf_counter(), 0, 0
+    for batch in loader(data_stage, config, tok, first_seed, args.workers, args.batch):
+        elapsed = time.perf_counter() - start
+        if elapsed > seconds or (args.max_steps and step >= args.max_steps):
+            break
+        warm = min(1.0, (step + 1) / 50)
+        for g in opt.param_groups:
+            g["lr"] = lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / seconds))))
+        batch = to_device(batch, args.device, tok.special.image_context)
+        with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
+            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch)
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        pages += batch["ids"].shape[0]
+        if step % args.log_every == 0 or step == 1:
+            row = {"stage": name, "step": step, "seconds": round(time.perf_counter() - start, 1),
+                   "pages_per_s": round(pages / (time.perf_counter() - start), 1),
+                   "lr": opt.param_groups[0]["lr"], **{k: round(float(v), 4) for k, v in out.items()}}
+            log(row)
+    model.eval()
+
+
+@torch.no_grad()
+def image_test(model, args, config, tok, stage_name: str) -> dict:
+    """Content-branch loss with the page's own image, another page's image, and a blank page."""
+    batch = to_device(next(iter(loader(stage_name, config, tok, EVAL_SEEDS + 500_000, 0, 8))), args.device,
+                      tok.special.image_context)
+    out = {}
+    blank = torch.zeros_like(batch["pixels"][:1]) + batch["pixels"].amax()
+    for name, pixels in (("right", batch["pixels"]), ("wrong", batch["pixels"].roll(1, 0)),
+                         ("blank", blank.expand_as(batch["pixels"]))):
+        with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
+            out[name] = round(float(lm_losses(model, {**batch, "pixels": pixels})["child"]), 4)
+    return out
+
+
+@torch.no_grad()
+def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens: int) -> dict:
+    from hpd_core.metrics import aggregate, evaluate_page
+    from hpd_core.synth import render_page
+
+    engine = Engine(model, tok, name="training")
+    synth = [render_page(EVAL_SEEDS + i, STAGES[stage_name].synth) for i in range(pages)]
+    start = time.perf_counter()
+    results = engine.parse_batch([p.image for p in synth], ParseOptions(
+        use_mtp=False, batch_children=True, max_new_tokens=max_new_tokens))
+    summary = aggregate([evaluate_page(r.blocks, p.blocks) for r, p in zip(results, synth)]).as_dict()
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    summary["example"] = results[0].text[:600]
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--stages", required=True, help="name:seconds,... with names from " + ",".join([*STAGES, "mtp"]))
+    ap.add_argument("--init", type=Path, help="checkpoint folder to start from")
+    ap.add_argument("--init-mtp", type=Path, help="P-MTP folder to start the draft head from")
+    ap.add_argument("--tokenizer", type=Path, default=Path("assets/hpd-tiny/tokenizer.json"))
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--batch", type=int, default=0, help="override the stage batch size")
+    ap.add_argument("--lr", type=float, default=0.0, help="override the stage learning rate")
+    ap.add_argument("--run", type=int, default=0, help="run number: shifts the training seeds")
+    ap.add_argument("--mtp-k", type=int, default=10)
+    ap.add_argument("--mtp-data", default="dense")
+    ap.add_argument("--eval-pages", type=int, default=8)
+    ap.add_argument("--eval-tokens", type=int, default=700)
+    ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--max-steps", type=int, default=0)
+    ap.add_argument("--small", action="store_true", help="a tiny model, for a CPU smoke test")
+    args = ap.parse_args(argv)
+    args.cuda = torch.cuda.is_available()
+    args.device = args.device_type = "cuda" if args.cuda else "cpu"
+    if args.cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log_file = (args.out / "log.jsonl").open("a")
+
+    def log(row):
+        print(json.dumps(row), flush=True)
+        log_file.write(json.dumps(row) + "\n")
+        log_file.flush()
+
+    raw_tok = Tokenizer.from_file(str(args.init / "tokenizer.json" if args.init else args.tokenizer))
+    if args.init:
+        model = load_model(args.init, dtype=torch.float32, device=args.device, mtp_folder=args.init_mtp)
+        config = model.config
+        if not model.has_mtp:
+            fresh = HPDModel(config).to(args.device)
+            init_weights(fresh)
+            model.language_model.mtp = fresh.language_model.mtp
+    else:
+        config = bundled_config(raw_tok, args.small)
+        model = HPDModel(config)
+        init_weights(model)
+        model = model.to(args.device)
+    tok = HPDTokenizer(raw_tok, config)
+    log({"event": "start", "parameters": sum(p.numel() for p in model.parameters()), "stages": args.stages,
+         "device": torch.cuda.get_device_name() if args.cuda else "cpu", "init": str(args.init or "")})
+    for index, item in enumerate(args.stages.split(",")):
+        name, seconds = item.split(":")
+        first_seed = TRAIN_SEEDS * (1 + index) + args.run * 100_000_000
+        train_stage(model, name, float(seconds), args, config, tok, log, first_seed)
+        eval_stage = args.mtp_data if name == "mtp" else name
+        log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
+        if not args.small:
+            log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
+                                                      args.eval_tokens)})
+        save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
+        shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer, args.out / "hpd-tiny" / "tokenizer.json")
+        log({"event": "saved", "stage": name})
+    log_file.close()
+    os._exit(0)  # DataLoader workers can take a minute to wind down; everything is written
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Training samples: synthetic pages rendered in DataLoader workers, packed for the tree mask."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from hpd_core.config import HPDConfig
+from hpd_core.preprocess import preprocess
+from hpd_core.synth import SynthConfig, render_page
+from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
+from hpd_core.train.packing import Packed, collate, pack
+
+# Bundled-model type sizes: body text 22-28 px on a 768-px-wide page, seen squeezed into one
+# 640-px tile (x-height about 7-9 px at 8-px patches).
+LARGE_TYPE = (22.0, 28.0)
+
+
+@dataclass(frozen=True)
+class Stage:
+    synth: SynthConfig
+    batch: int
+    lr: float
+    plain_fraction: float = 0.1   # share of samples with the `plain` prompt (one flat trajectory)
+
+
+STAGES = {
+    # one short paragraph somewhere on the page: learn to read where the ink is
+    "one": Stage(SynthConfig.simple(n_blocks=1, font_size_range=LARGE_TYPE, paragraph_words=(3, 14)), 48, 1e-3),
+    # a few text-like blocks: learn to find the block a child is about
+    "few": Stage(SynthConfig(min_blocks=2, max_blocks=5, font_size_range=LARGE_TYPE, header_prob=0.2,
+                             footer_prob=0.2, page_number_prob=0.3, two_column_prob=0.3,
+                             label_weights=(("title", 1.0), ("text", 4.0), ("list", 1.0), ("table", 0.5),
+                                            ("formula", 0.3), ("image", 0.5)), paragraph_words=(8, 40)), 32, 8e-4),
+    # full pages with every label and more realistic text
+    "dense": Stage(SynthConfig.dense(font_size_range=(20.0, 26.0)), 24, 6e-4),
+}
+
+
+def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> tuple[torch.Tensor, Packed]:
+    page = render_page(seed, stage.synth)
+    pixels = preprocess(page.image, config)
+    image_tokens = pixels.shape[0] * config.tokens_per_tile
+    end = [tok.special.im_end]
+    if random.Random(f"prompt:{seed}").random() < stage.plain_fraction:
+        prompt = tok.prompt_ids(INSTRUCTIONS["plain"], image_tokens)
+        return pixels, pack(prompt, tok.encode(page.assembled_text) + end, [], fork=tok.special.fork,
+                            child=tok.special.child)
+    prompt = tok.prompt_ids(INSTRUCTIONS["fork"], image_tokens)
+    children = [tok.encode(text) + end for text in page.children_texts]
+    return pixels, pack(prompt, tok.encode(page.parent_text) + end, children, fork=tok.special.fork,
+                        child=tok.special.child)
+
+
+class Pages(IterableDataset):
+    """Endless fresh pages: worker w of n renders seeds first + w, first + w + n, ..."""
+
+    def __init__(self, stage: Stage, config: HPDConfig, tok: HPDTokenizer, first_seed: int):
+        self.stage, self.config, self.tok, self.first_seed = stage, config, tok, first_seed
+
+    def __iter__(self):
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        seed = self.first_seed + worker
+        while True:
+            yield sample(seed, self.stage, self.config, self.tok)
+            seed += workers
+
+
+def batch_of(items: list[tuple[torch.Tensor, Packed]], pad_id: int) -> dict[str, torch.Tensor]:
+    out = collate([p for _, p in items], pad_id)
+    out["pixels"] = torch.cat([px for px, _ in items])
+    return out
