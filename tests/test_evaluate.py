@@ -1,0 +1,113 @@
+"""hpd-eval end to end: synthetic pages and JSON ground truth, on a tiny checkpoint and a stub."""
+
+import csv
+import json
+
+import pymupdf
+import pytest
+
+from hpd_core import evaluate
+from hpd_core.engine import EngineInfo
+from hpd_core.evaluate import EVAL_SEED, main
+from hpd_core.grammar import format_assembled
+from hpd_core.result import ParseResult, Stats
+from hpd_core.synth import SynthConfig, render_page
+from tests.tiny import write_checkpoint
+
+SCORES = ("edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> str:
+    return str(write_checkpoint(tmp_path_factory.mktemp("ckpt"), seed=0, noise=0.5))
+
+
+def read_rows(out) -> list[dict]:
+    with open(out / "pages.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_unit_range(record: dict) -> None:
+    for name in SCORES:
+        value = record[name]
+        if value not in (None, ""):
+            assert 0.0 <= float(value) <= 1.0, (name, value)
+
+
+def test_synthetic_pages_are_parsed_and_scored_in_unit_range(model, tmp_path):
+    out = tmp_path / "eval"
+    assert main(["--model", model, "--synth", "2", "--max-new-tokens", "40", "--out", str(out)]) == 0
+    rows = read_rows(out)
+    seeds = [EVAL_SEED, EVAL_SEED + 1]
+    assert [r["page"] for r in rows] == [f"synth-{s}" for s in seeds]
+    for row, seed in zip(rows, seeds):
+        assert int(row["gt_blocks"]) == len(render_page(seed, SynthConfig.dense()).blocks)
+        assert int(row["tokens"]) > 0
+        assert_unit_range(row)
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["pages"] == 2
+    assert_unit_range(summary)
+    assert "| f1 |" in (out / "summary.md").read_text()
+
+
+def test_json_ground_truth_is_matched_by_file_name_and_page_number(model, tmp_path):
+    synth = render_page(EVAL_SEED, SynthConfig.simple())
+    synth.image.save(tmp_path / "scan.png")
+    pdf = pymupdf.open()
+    for _ in range(2):
+        pdf.new_page(width=200, height=260).insert_text((20, 40), "Hello", fontsize=14)
+    pdf.save(tmp_path / "doc.pdf")
+    blocks = [{"label": b.label, "bbox": list(b.bbox), "text": b.text} for b in synth.blocks]
+    truth = {"scan.png": blocks, "doc.pdf#2": {"blocks": [{"label": "text", "bbox": [20, 20, 300, 80],
+                                                           "text": "Hello"}]}}
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    out = tmp_path / "eval"
+    assert main(["--model", model, "--gt", str(tmp_path / "truth.json"), "--inputs", str(tmp_path / "scan.png"),
+                 str(tmp_path / "doc.pdf"), "--max-new-tokens", "40", "--out", str(out)]) == 0
+    rows = read_rows(out)
+    assert [r["page"] for r in rows] == ["scan.png", "doc.pdf#2"]  # doc.pdf page 1 has no ground truth
+    assert [int(r["gt_blocks"]) for r in rows] == [len(synth.blocks), 1]
+    for row in rows:
+        assert_unit_range(row)
+
+
+class Oracle:
+    """A stub engine that 'predicts' given blocks for every page."""
+    info = EngineInfo("oracle", "", "cpu", "float32", 0, False)
+
+    def __init__(self, blocks):
+        self.blocks = blocks
+
+    def parse(self, image, options):
+        return ParseResult(format_assembled(self.blocks), self.blocks, "", Stats(), image.size)
+
+
+def test_scores_compare_prediction_and_hpd_parse_style_ground_truth(tmp_path, monkeypatch):
+    synth = render_page(EVAL_SEED + 7, SynthConfig.dense())
+    synth.image.save(tmp_path / "page.png")
+    w, h = synth.image.size
+    # an hpd-parse page JSON: "bbox" in pixels, "bbox_1000" on the grid (the one that is used)
+    truth = {"page.png": {"blocks": [{"label": b.label, "bbox": b.page_bbox(w, h), "bbox_1000": b.bbox,
+                                      "text": b.text} for b in synth.blocks]}}
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    args = ["--gt", str(tmp_path / "truth.json"), "--inputs", str(tmp_path / "page.png")]
+
+    monkeypatch.setattr(evaluate, "load", lambda model: Oracle(synth.blocks))
+    assert main([*args, "--out", str(tmp_path / "exact")]) == 0
+    exact = json.loads((tmp_path / "exact" / "summary.json").read_text())["summary"]
+    assert exact["edit_distance"] == 0 and exact["f1"] == 1 and exact["label_accuracy"] == 1
+    assert exact["reading_order"] == 0
+
+    monkeypatch.setattr(evaluate, "load", lambda model: Oracle(synth.blocks[:-1]))
+    assert main([*args, "--out", str(tmp_path / "missing")]) == 0
+    missing = json.loads((tmp_path / "missing" / "summary.json").read_text())["summary"]
+    n = len(synth.blocks)
+    assert missing["precision"] == 1 and missing["recall"] == pytest.approx((n - 1) / n)
+
+
+def test_bad_ground_truth_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "truth.json").write_text(json.dumps({"other.png": []}))
+    render_page(EVAL_SEED, SynthConfig.simple()).image.save(tmp_path / "page.png")
+    assert main(["--gt", str(tmp_path / "truth.json"), "--inputs", str(tmp_path / "page.png")]) == 2
+    assert "no entry 'page.png'" in capsys.readouterr().err
+    assert main(["--gt", str(tmp_path / "truth.json")]) == 2
