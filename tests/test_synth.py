@@ -16,7 +16,7 @@ from matplotlib.mathtext import MathTextParser
 from hpd_core.grammar import parse_blocks
 from hpd_core.synth import LABELS, SynthConfig, render_page
 from hpd_core.synth import formula, text
-from hpd_core.synth.drawing import Run, append, draw
+from hpd_core.synth.drawing import Poly, Run, append, draw
 from hpd_core.synth.fonts import FAMILY_NAMES, family
 from hpd_core.synth.layout import compose_page
 from hpd_core.synth.page import INK, Canvas, draw_pdf, ink_box, rasterize, to_grid
@@ -283,6 +283,17 @@ def test_path_operators_draw_what_pymupdf_shape_draws():
         b = np.frombuffer(reference.get_pixmap().samples, np.uint8).astype(int)
         # Shape rounds coordinates slightly differently: a few anti-aliased edge pixels differ.
         assert (a != b).mean() < 1e-4 and np.abs(a - b).max() <= 32
+
+
+def test_tiny_colours_and_widths_draw_without_mupdf_errors():
+    pymupdf.TOOLS.mupdf_warnings(reset=True)
+    doc = pymupdf.open()
+    page = doc.new_page(width=100, height=100)
+    draw(page, [Poly(((10, 50), (90, 50)), (3.9e-05, 1e-7, 0.0), width=2.0),
+                Poly(((10, 10), (20, 10), (20, 20)), None, (1e-9, 0.0, 0.0), closed=True)], [], [])
+    pixels = np.frombuffer(page.get_pixmap().samples, np.uint8).reshape(100, 100, 3)
+    assert pymupdf.TOOLS.mupdf_warnings() == ""
+    assert pixels[49:51, 10:90].max() < 10 and pixels[11:14, 16:19].max() < 10  # black line, filled triangle
 
 
 def test_config_rejects_invalid_values():

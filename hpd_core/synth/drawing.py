@@ -81,11 +81,11 @@ def path_operators(polys: list[Poly], page_height: float) -> str:
     """
     out = []
     for p in polys:
-        out.append(f"q {p.width:g} w 0 J 0 j")
+        out.append(f"q {p.width:.3f} w 0 J 0 j")
         if p.stroke is not None:
-            out.append("{:.10g} {:.10g} {:.10g} RG".format(*p.stroke))
+            out.append("{:.6f} {:.6f} {:.6f} RG".format(*p.stroke))
         if p.fill is not None:
-            out.append("{:.10g} {:.10g} {:.10g} rg".format(*p.fill))
+            out.append("{:.6f} {:.6f} {:.6f} rg".format(*p.fill))
         (x, y), *rest = p.points
         out.append(f"{x:.5f} {page_height - y:.5f} m")
         out.extend(f"{x:.5f} {page_height - y:.5f} l" for x, y in rest)
