@@ -29,9 +29,12 @@ class Layout:
     two_columns: bool
 
 
+Placed = tuple[Element, str]  # an element and its region
+
+
 @dataclass(frozen=True)
 class _Frame:
-    """The page's text area and its margin bands."""
+    """The body's area: between x0 and x1, from top to bottom (px)."""
     x0: float
     x1: float
     top: float     # y where the body starts
@@ -55,9 +58,6 @@ def compose_page(seed: int, config: SynthConfig) -> Layout:
     tail = sorted((p for p in top + bottom if p[0].label != "header"), key=lambda p: p[0].label)
     placed = head + body + tail  # footer sorts before page_number
     return Layout(width, height, tuple(e for e, _ in placed), tuple(r for _, r in placed), two)
-
-
-Placed = tuple[Element, str]  # an element and its region
 
 
 def _margins(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame,

@@ -38,8 +38,11 @@ def corpus() -> Corpus:
             if not words or (words[-1][-1] in ".!?" and word[0].isupper()):
                 starts.append(len(words))
             words.append(word)
-    read = lambda name: tuple((_DATA / name).read_text(encoding="ascii").split("\n")[:-1])
-    return Corpus(tuple(words), tuple(starts), read("words.txt"), read("names.txt"))
+    return Corpus(tuple(words), tuple(starts), _lines("words.txt"), _lines("names.txt"))
+
+
+def _lines(name: str) -> tuple[str, ...]:
+    return tuple((_DATA / name).read_text(encoding="ascii").splitlines())
 
 
 def prose(rng: random.Random, n: int) -> list[str]:
