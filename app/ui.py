@@ -118,7 +118,7 @@ def build_demo(engine: Engine) -> gr.Blocks:
 
 def _parse_tab(engine: Engine):
     with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=300):
+        with gr.Column(scale=2, min_width=280):
             file = gr.File(label="Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", file_types=FILE_TYPES,
                            type="filepath", elem_id="document")
             if examples := example_files():
@@ -131,11 +131,11 @@ def _parse_tab(engine: Engine):
             with gr.Row():
                 parse_button = gr.Button("Parse", variant="primary", elem_id="parse")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-        with gr.Column(scale=1, min_width=300):
-            image = gr.Image(label="Page with layout boxes", type="pil", format="png", interactive=False,
-                             elem_id="page-image")
+        with gr.Column(scale=3, min_width=300):
+            image = gr.Image(label="Page with layout boxes", show_label=False, type="pil", format="png",
+                             interactive=False, elem_id="page-image")
             legend = gr.HTML(elem_id="label-legend")
-        with gr.Column(scale=2, min_width=420):
+        with gr.Column(scale=4, min_width=420):
             status = gr.HTML(status_html("Upload a document or pick an example, then press Parse."),
                              elem_id="status")
             stats = gr.HTML(elem_id="stats")
@@ -170,13 +170,14 @@ def _options_panel(engine: Engine) -> Options:
                                   interactive=mtp, elem_id="use-mtp")
             batch = gr.Checkbox(DEFAULTS.batch_children, label="batch_children (children in batched rounds)",
                                 elem_id="batch-children")
-        k = gr.Slider(1, 10, value=DEFAULTS.num_speculative_tokens, step=1, label="num_speculative_tokens")
         with gr.Row():
+            k = gr.Slider(1, 10, value=DEFAULTS.num_speculative_tokens, step=1, label="num_speculative_tokens")
             active = gr.Slider(1, 256, value=DEFAULTS.max_active_branches, step=1, label="max_active_branches")
+        with gr.Row():
             new = gr.Number(DEFAULTS.max_new_tokens, label="max_new_tokens (per branch)", precision=0,
                             minimum=1, elem_id="max-new-tokens")
-        prompt = gr.Radio([("fork (hierarchical)", "fork"), ("plain (one trajectory)", "plain")],
-                          value=DEFAULTS.prompt, label="prompt", elem_id="prompt")
+            prompt = gr.Radio([("fork (hierarchical)", "fork"), ("plain (one trajectory)", "plain")],
+                              value=DEFAULTS.prompt, label="prompt", elem_id="prompt")
     return Options(use_mtp, k, batch, active, new, prompt)
 
 
@@ -360,9 +361,8 @@ class Handlers:
         base = options_or_error(use_mtp, k, batch, active, new, prompt)
         c = self.compare_panel
         variants = MODES[mode]
-        yield {c.summary: "", c.diff: "", **{side.title: f"### {name}: {v.name}"
-                                             for name, side, v in zip("AB", (c.a, c.b), variants)},
-               **{part: "" for side in (c.a, c.b) for part in side[1:]}}
+        shown = {side.title: f"### {name}: {v.name}" for name, side, v in zip("AB", (c.a, c.b), variants)}
+        yield {c.summary: "", c.diff: "", **shown, **{part: "" for side in (c.a, c.b) for part in side[1:]}}
         results = []
         for name, side, variant in zip("AB", (c.a, c.b), variants):
             run = self._start(request, page, variant_options(base, variant))
@@ -375,13 +375,13 @@ class Handlers:
                 run.job.cancel()
             if run.job.error is not None:
                 raise gr.Error(f"Decoding failed: {run.job.error}")
-            yield self._side(side, run)
+            shown.update(self._side(side, run))
             results.append(run.job.view.result)
             if results[-1].cancelled:
-                yield {c.status: status_html("Comparison stopped.", "error")}
+                yield {c.status: status_html("Comparison stopped.", "error"), **shown}
                 return
         comparison = Comparison(*results)
-        yield {c.status: status_html(f"Compared on page {page.number} of {page.source}.", "done"),
+        yield {c.status: status_html(f"Compared on page {page.number} of {page.source}.", "done"), **shown,
                c.summary: comparison_html((variants[0].name, variants[1].name), comparison),
                c.diff: diff_html(comparison)}
 

@@ -1,0 +1,165 @@
+"""Pure rendering functions of the app: boxes, HTML panels, SVG charts, file names."""
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.boxes import draw_boxes
+from app.comparison import Comparison
+from app.downloads import safe_stem
+from app.palette import colour, rgb
+from app.render import branches_html, comparison_html, diff_html, stats_html, tree_html
+from app.state import BranchView, Summary
+from app.timeline import sparkline_svg, timeline_svg
+from hpd_core.grammar import Block
+from hpd_core.result import ParseResult, Stats
+from hpd_core.synth import SynthConfig, render_page
+
+
+@pytest.fixture(scope="module")
+def synth_page():
+    return render_page(5, SynthConfig.dense())
+
+
+def test_boxes_are_drawn_in_label_colours_on_ground_truth_blocks(synth_page):
+    image, blocks = synth_page.image, synth_page.blocks
+    before = np.asarray(image).copy()
+    out = np.asarray(draw_boxes(image, blocks))
+    assert np.array_equal(np.asarray(image), before), "the input image is not modified"
+    assert out.shape == before.shape
+    hits = 0
+    for block in blocks:
+        x1, y1, x2, y2 = block.page_bbox(*image.size)
+        left_edge = out[(y1 + y2) // 2, x1]
+        hits += tuple(left_edge) == rgb(colour(block.label))
+    assert len(blocks) >= 10
+    assert hits >= len(blocks) - 1  # a later box may cover one edge point of an earlier one
+    assert not np.array_equal(out, before)
+
+
+def test_box_numbers_sit_on_label_coloured_tags(synth_page):
+    image = synth_page.image
+    block = max(synth_page.blocks, key=lambda b: b.bbox[1])  # lowest block: room above for its tag
+    out = np.asarray(draw_boxes(image, [block]))
+    x1, y1, _, _ = block.page_bbox(*image.size)
+    tag = out[y1 - 12:y1, x1:x1 + 12].reshape(-1, 3)
+    assert (tag == rgb(colour(block.label))).all(axis=1).mean() > 0.4   # coloured tag ...
+    assert (tag.min(axis=1) > 200).any()                                # ... with a white number
+
+
+def test_blocks_without_boxes_draw_nothing():
+    image = Image.new("RGB", (120, 160), (250, 250, 250))
+    out = draw_boxes(image, [Block("#", None, "nkpcft"), Block("text", None, "")])
+    assert np.array_equal(np.asarray(out), np.asarray(image))
+
+
+def test_model_text_is_escaped_and_accepted_drafts_are_marked():
+    branch = BranchView(1, label="text", bbox=(1, 2, 3, 4))
+    branch.add_piece("<script>alert(1)</script>", False)
+    branch.add_piece("ab", True)
+    branch.add_piece("c", True)   # same flag: merged into one run
+    html = branches_html(_view({1: branch}))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '<mark class="hpd-draft">abc</mark>' in html
+
+
+def test_protocol_markers_are_shown_as_tags():
+    parent = BranchView(0)
+    parent.add_piece("<BLOCK>title [1,2,3,4]<FORK>", False)
+    html = branches_html(_view({0: parent}))
+    assert '<span class="hpd-tag">&lt;FORK&gt;</span>' in html
+    assert '<span class="hpd-tag">&lt;BLOCK&gt;</span>' in html
+
+
+def test_tree_shows_each_branch_with_label_box_and_state():
+    parent = BranchView(0, steps=[(1, 3, 2), (2, 3, 2)], tokens=6)
+    done = BranchView(1, label="table", bbox=(10, 20, 30, 40), finished=1.0, reason="stop", tokens=5,
+                      steps=[(2, 5, 4)])
+    waiting = BranchView(2, label="text", bbox=(1, 2, 3, 4))
+    html = tree_html(_view({0: parent, 1: done, 2: waiting}, round=2))
+    assert 'data-branch="0" data-state="decoding"' in html
+    assert 'data-branch="1" data-state="done"' in html and "[10,20,30,40]" in html
+    assert 'data-branch="2" data-state="waiting"' in html
+    assert "1 layout branch → 2 children" in html
+
+
+def test_timeline_has_one_row_per_branch_and_marks_drafts():
+    branches = [BranchView(0, steps=[(r, 3, 2) for r in range(1, 11)]),
+                BranchView(1, label="text", steps=[(r, 1, 0) for r in range(3, 6)]),
+                BranchView(2, label="title", steps=[(9, 1, 0), (20, 1, 0)])]  # a gap: two bars
+    svg = ET.fromstring(timeline_svg(branches, rounds=20, draft_tokens=6))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in svg.iter(ns + "rect") if r.get("fill") != "#f8fafc"]
+    assert len(bars) == 1 + 1 + 2
+    assert {r.get("fill") for r in bars} == {colour("layout"), colour("text"), colour("title")}
+    ticks = [p for p in svg.iter(ns + "path")]
+    assert len(ticks) == 1 and ticks[0].get("d").count("M") == 10  # only branch 0 had accepted drafts
+    assert not list(ET.fromstring(timeline_svg(branches, rounds=20, draft_tokens=0)).iter(ns + "path"))
+
+
+def test_timeline_and_sparkline_are_valid_svg_when_empty_or_large():
+    for svg in (timeline_svg([], 0, 6), sparkline_svg([]), sparkline_svg([(0.0, 0.0), (1.0, 50.0), (2.0, 10.0)]),
+                timeline_svg([BranchView(i, steps=[(r, 1, 1) for r in range(i, 5000, 11)]) for i in range(120)],
+                             5000, 6)):
+        ET.fromstring(svg)
+
+
+def test_stats_show_live_rate_while_decoding_and_page_rate_when_finished():
+    live = Summary(elapsed=2.0, tokens=100, rate_now=80.0, rate_avg=50.0, rounds=10, forwards=12, branches=5,
+                   live=3, peak_active=4, shared_prefix_tokens=900, drafted=60, accepted=30,
+                   mean_accepted_length=4.0, finished=False, cancelled=False, wall_seconds=None)
+    assert "tokens/s now" in stats_html(live) and ">80<" in stats_html(live)
+    done = Summary(**{**live.__dict__, "finished": True, "wall_seconds": 2.5})
+    assert "tokens/s (page)" in stats_html(done) and "2.50 s" in stats_html(done)
+
+
+@pytest.mark.parametrize("name, page, stem", [
+    ("report.pdf", 1, "report-p1"),
+    ("../../etc/passwd", 2, "passwd-p2"),
+    ("..\\..\\win\\evil name.png", 3, "evil_name-p3"),
+    ("/tmp/gradio/abc/Annual Report (final).v2.PDF", 1, "Annual_Report_final_.v2-p1"),
+    (".hidden", 1, "hidden-p1"),
+    ("....", 1, "document-p1"),
+    ("", 4, "document-p4"),
+    (None, 1, "document-p1"),
+    ("x" * 300 + ".png", 1, "x" * 80 + "-p1"),
+])
+def test_download_names_are_safe(name, page, stem):
+    assert safe_stem(name, page) == stem
+
+
+def _result(text: str, wall: float, forwards: int) -> ParseResult:
+    return ParseResult(text, [], "", Stats(wall_seconds=wall, forwards=forwards), (10, 10))
+
+
+def test_comparison_reports_speedup_and_exact_match():
+    a, b = _result("<BLOCK>text [1,2,3,4]<CHILD>same", 4.0, 100), _result("<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 20)
+    comparison = Comparison(a, b)
+    assert comparison.exact and comparison.speedup == 4.0 and comparison.forward_ratio == 5.0
+    html = comparison_html(("MTP off", "MTP on"), comparison)
+    assert 'data-match="exact"' in html and "4.00×" in html
+    assert diff_html(comparison) == ""
+
+
+def test_comparison_shows_a_diff_when_outputs_differ():
+    a = _result("<BLOCK>title [1,2,3,4]<CHILD>Hello<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 10)
+    b = _result("<BLOCK>title [1,2,3,4]<CHILD>Hallo<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 10)
+    comparison = Comparison(a, b)
+    assert not comparison.exact
+    assert 'data-match="differs"' in comparison_html(("A", "B"), comparison)
+    diff = diff_html(comparison)
+    assert '<div class="del">-&lt;BLOCK&gt;title [1,2,3,4]&lt;CHILD&gt;Hello</div>' in diff
+    assert '<div class="add">+&lt;BLOCK&gt;title [1,2,3,4]&lt;CHILD&gt;Hallo</div>' in diff
+
+
+class _View:
+    """The part of PageView the HTML renderers read."""
+
+    def __init__(self, branches, round, elapsed):
+        self.branches, self.round, self.elapsed = branches, round, elapsed
+
+
+def _view(branches, round=1, elapsed=1.0):
+    return _View(branches, round, elapsed)
