@@ -15,7 +15,7 @@ Contract (what the official client sends works unmodified):
   `spec_decode_metrics` (vLLM's names) and `hpd_stats` (`Stats.as_dict()`).
 - `stream: true` sends `chat.completion.chunk`s in document order (see `DocumentOrder`),
   then `data: [DONE]`; the streamed pieces concatenate to exactly the non-streamed content.
-- `GET /v1/models`, `GET /health` (running / waiting / cancelled decodes).
+- `GET /v1/models`, `GET /health` (decodes running, at peak, waiting, cancelled).
 - Admission: one decode per engine replica (--max-concurrency), at most --max-queue requests
   waiting for one, beyond that 429; bodies over --max-body-mb get 413; every 4xx is an
   OpenAI-format error (`{"error": {"message", "type", "param", "code"}}`). A client that
@@ -298,7 +298,7 @@ class Admission:
     def __init__(self, engines: Sequence[Engine], max_queue: int):
         self.engines, self.max_queue = list(engines), max_queue
         self.slots = asyncio.Semaphore(len(self.engines))
-        self.waiting = self.running = self.cancelled = 0
+        self.waiting = self.running = self.peak_running = self.cancelled = 0
 
     async def acquire(self) -> Engine:
         if self.slots.locked() and self.waiting >= self.max_queue:
@@ -310,6 +310,7 @@ class Admission:
         finally:
             self.waiting -= 1
         self.running += 1
+        self.peak_running = max(self.peak_running, self.running)
         return self.engines.pop()
 
     def release(self, engine: Engine, cancelled: bool) -> None:
@@ -482,7 +483,8 @@ def create_app(engines: Sequence[Engine], config: ServeConfig = ServeConfig()) -
     @app.get("/health")
     async def health():
         return {"status": "ok", "model": config.served_model_name, "replicas": len(engines),
-                "running": admission.running, "waiting": admission.waiting, "cancelled": admission.cancelled}
+                "running": admission.running, "peak_running": admission.peak_running, "waiting": admission.waiting,
+                "cancelled": admission.cancelled}
 
     @app.get("/v1/models")
     async def models():

@@ -15,7 +15,7 @@ from PIL import Image
 from hpd_core.events import PageFinished, TokensAppended
 from hpd_core.loader import load_engine
 from hpd_core.options import ParseOptions
-from hpd_core.server import DocumentOrder, ServeConfig, create_app, serving
+from hpd_core.server import DocumentOrder, ServeConfig, create_app, replicas, serving
 from tests.tiny import write_checkpoint
 
 FORK_PROMPT = "document parsing with fork."
@@ -207,3 +207,20 @@ def test_client_disconnect_cancels_the_decode(engine, image):
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(base + "/chat/completions", json=body(data_url(image)), timeout=httpx.Timeout(30, read=0.5))
         wait_for(lambda: health(base)["cancelled"] == 2 and health(base)["running"] == 0)
+
+
+def test_replicas_sharing_one_model_decode_at_once_with_identical_text(engine, image):
+    budgets = (20, 30, 40, 50)
+    with serving(create_app(replicas(engine, 2))) as base:
+        results = {}
+        threads = [threading.Thread(target=lambda n=n: results.setdefault(n, httpx.post(
+            base + "/chat/completions", json=body(data_url(image), max_tokens=n), timeout=60)))
+            for n in budgets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert health(base)["replicas"] == health(base)["peak_running"] == 2
+    for n in budgets:
+        local = engine.parse(image, ParseOptions(batch_children=True, max_new_tokens=n))
+        assert results[n].json()["choices"][0]["message"]["content"] == local.text
