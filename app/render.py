@@ -31,7 +31,8 @@ CSS = """
               border-radius: 8px; }
 .hpd-outputs { max-height: 560px; }
 .hpd-tree table { width: 100%; border-collapse: collapse; font-size: 0.85em; }
-.hpd-tree td, .hpd-tree th { padding: 2px 6px; text-align: left; white-space: nowrap; }
+.hpd-tree td, .hpd-tree th { padding: 2px 6px; text-align: left; white-space: nowrap; border: none;
+                             border-bottom: 1px solid var(--border-color-primary); }
 .hpd-tree th { position: sticky; top: 0; background: var(--background-fill-secondary); }
 .hpd-tree td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .hpd-tree .edge { color: #94a3b8; font-family: monospace; }
@@ -48,7 +49,7 @@ mark.hpd-draft { background: #fde68a; color: #111827; border-radius: 2px; paddin
 .hpd-tag { color: #7c3aed; font-weight: 600; }
 .hpd-legend { font-size: 0.82em; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
 .hpd-compare table { border-collapse: collapse; width: 100%; }
-.hpd-compare td, .hpd-compare th { padding: 4px 10px; border-bottom: 1px solid var(--border-color-primary);
+.hpd-compare td, .hpd-compare th { padding: 4px 10px; border: none; border-bottom: 1px solid var(--border-color-primary);
                                    text-align: right; font-variant-numeric: tabular-nums; }
 .hpd-compare td:first-child, .hpd-compare th:first-child { text-align: left; }
 .hpd-verdict { font-size: 1.1em; font-weight: 700; margin: 6px 0; }
@@ -63,9 +64,10 @@ def esc(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-def status_html(message: str, kind: str = "info") -> str:
-    """kind: info | running | done | error."""
-    return f'<div class="hpd-status {kind}">{esc(message)}</div>'
+def status_html(message: str, kind: str = "info", run: int | None = None) -> str:
+    """kind: info | running | done | error; `run` numbers the parse it reports on."""
+    data = f' data-run="{run}"' if run is not None else ""
+    return f'<div class="hpd-status {kind}"{data}>{esc(message)}</div>'
 
 
 def info_markdown(info: EngineInfo) -> str:

@@ -23,7 +23,8 @@ from hpd_core.options import ParseOptions
 from hpd_core.result import ParseResult
 
 RATE_WINDOW = 1.0      # seconds of decoding over which the current tokens/s is measured
-HISTORY_STEP = 0.2     # seconds between samples of the tokens/s history
+HISTORY_POINTS = 200   # the tokens/s history is sampled every elapsed / HISTORY_POINTS seconds ...
+HISTORY_STEP = 0.02    # ... but no more often than this
 
 
 class TextStream(Protocol):
@@ -168,7 +169,8 @@ class PageView:
         self.window.append((self.elapsed, self.tokens))
         while self.window and self.window[0][0] < self.elapsed - RATE_WINDOW:
             self.window.popleft()
-        if not self.history or self.elapsed - self.history[-1][0] >= HISTORY_STEP:
+        step = max(HISTORY_STEP, self.elapsed / HISTORY_POINTS)  # fine for short pages, bounded for long ones
+        if not self.history or self.elapsed - self.history[-1][0] >= step:
             self.history.append((self.elapsed, self.rate_now()))
 
     # ---- derived --------------------------------------------------------------------------

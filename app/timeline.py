@@ -102,10 +102,10 @@ def sparkline_svg(history: Sequence[tuple[float, float]], width: int = 360, heig
         return _empty("tokens/s over time", width, height)
     t_end = history[-1][0] or 1.0
     peak = max(rate for _, rate in history) or 1.0
-    plot_h = height - 18
+    top, plot_h = 16, height - 16  # the peak label sits above the plot
 
     def point(t: float, rate: float) -> str:
-        return f"{t / t_end * (width - 2) + 1:.1f},{plot_h - rate / peak * (plot_h - 4) + 2:.1f}"
+        return f"{t / t_end * (width - 2) + 1:.1f},{plot_h - rate / peak * (plot_h - top):.1f}"
 
     line = " ".join(point(t, r) for t, r in history)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
@@ -113,7 +113,7 @@ def sparkline_svg(history: Sequence[tuple[float, float]], width: int = 360, heig
             f'<polygon points="1,{plot_h} {line} {width - 1},{plot_h}" fill="#dbeafe"/>'
             f'<polyline points="{line}" fill="none" stroke="#2563eb" stroke-width="1.5"/>'
             f'<line x1="0" x2="{width}" y1="{plot_h}" y2="{plot_h}" stroke="#94a3b8"/>'
-            f'<text x="2" y="11" font-size="10" fill="#475569">peak {peak:,.0f} tok/s</text>'
+            f'<text x="2" y="11" font-size="10" fill="#475569">tokens/s over time · peak {peak:,.0f}</text>'
             f'<text x="2" y="{height - 3}" font-size="10" fill="#475569">0 s</text>'
             f'<text x="{width - 2}" y="{height - 3}" font-size="10" text-anchor="end" '
             f'fill="#475569">{t_end:.1f} s</text></svg>')

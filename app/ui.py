@@ -8,6 +8,7 @@ Compare tab: the same page decoded twice (MTP off/on, serial/batched children, p
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 import time
@@ -33,7 +34,7 @@ from hpd_core.options import ParseOptions
 FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
          {"left": "$", "right": "$", "display": False}]
-TIMELINE_SECONDS = 1.0   # the timeline and the page boxes redraw at most this often while decoding
+SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
 MAX_UPLOAD = "100mb"     # documents.Limits.max_file_bytes
 DEFAULTS = ParseOptions()
 
@@ -91,8 +92,9 @@ class Run:
     """A job plus what the UI needs to present it."""
     job: ParseJob
     page: Page
-    shown_boxes: tuple = ()      # (label, bbox) of the blocks drawn on the page image
-    timeline_at: float = 0.0     # time.monotonic() of the last timeline drawn
+    number: int                  # runs of this demo, counted from 1
+    shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
+    slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
 
 
 # ---- layout ---------------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ def _parse_tab(engine: Engine):
                 parse_button = gr.Button("Parse", variant="primary", elem_id="parse")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
         with gr.Column(scale=3, min_width=300):
-            image = gr.Image(label="Page with layout boxes", show_label=False, type="pil", format="png",
+            image = gr.Image(label="Page with layout boxes", show_label=False, type="pil", format="jpeg",
                              interactive=False, elem_id="page-image")
             legend = gr.HTML(elem_id="label-legend")
         with gr.Column(scale=4, min_width=420):
@@ -165,11 +167,10 @@ def _parse_tab(engine: Engine):
 def _options_panel(engine: Engine) -> Options:
     mtp = engine.info.mtp
     with gr.Accordion("Decoding options", open=True):
-        with gr.Row():
-            use_mtp = gr.Checkbox(mtp and DEFAULTS.use_mtp, label="use_mtp (P-MTP speculative decoding)",
-                                  interactive=mtp, elem_id="use-mtp")
-            batch = gr.Checkbox(DEFAULTS.batch_children, label="batch_children (children in batched rounds)",
-                                elem_id="batch-children")
+        use_mtp = gr.Checkbox(mtp and DEFAULTS.use_mtp, label="use_mtp: P-MTP speculative decoding",
+                              interactive=mtp, elem_id="use-mtp")
+        batch = gr.Checkbox(DEFAULTS.batch_children, label="batch_children: children in batched rounds",
+                            elem_id="batch-children")
         with gr.Row():
             k = gr.Slider(1, 10, value=DEFAULTS.num_speculative_tokens, step=1, label="num_speculative_tokens")
             active = gr.Slider(1, 256, value=DEFAULTS.max_active_branches, step=1, label="max_active_branches")
@@ -215,6 +216,7 @@ class Handlers:
         self.engine = engine
         self.runs: dict[str, Run] = {}   # session hash -> its current (or last) run
         self.runs_lock = threading.Lock()
+        self.run_numbers = itertools.count(1)
         self.downloads = Path(tempfile.mkdtemp(prefix="hpd-demo-"))
         self.parse_panel: ParsePanel | None = None
         self.compare_panel: ComparePanel | None = None
@@ -279,7 +281,7 @@ class Handlers:
         run = self._start(request, page, options_or_error(use_mtp, k, batch, active, new, prompt))
         p = self.parse_panel
         try:
-            yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running"),
+            yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
                    p.page: page.image, p.legend: "", p.markdown: "", p.raw: "", p.json: None, p.timeline: "",
                    p.download_md: gr.DownloadButton(visible=False),
                    p.download_json: gr.DownloadButton(visible=False)}
@@ -295,7 +297,8 @@ class Handlers:
             previous = self.runs.get(session)
             if previous is not None:
                 previous.job.cancel()
-            run = self.runs[session] = Run(ParseJob(self.engine, page.image, options), page)
+            run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers))
+            self.runs[session] = run
         return run
 
     def _live(self, run: Run) -> dict:
@@ -303,18 +306,22 @@ class Handlers:
         with run.job.lock:
             view = run.job.view
             out = {p.status: status_html(f"Decoding page {run.page.number} of {run.page.source}: "
-                                         f"{len(view.branches)} branches…", "running"),
+                                         f"{len(view.branches)} branches…", "running", run.number),
                    p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
                    p.tree: tree_html(view), p.branches: branches_html(view)}
-            blocks = view.layout_blocks()
-            now = time.monotonic()
-            if now - run.timeline_at >= TIMELINE_SECONDS:
-                out[p.timeline] = timeline_svg(list(view.branches.values()), view.round,
-                                               view.options.draft_tokens)
-                run.timeline_at = now
-        key = tuple((b.label, b.bbox) for b in blocks)
-        if key != run.shown_boxes:
-            run.shown_boxes = key
+            if time.monotonic() - run.slow_frame_at >= SLOW_FRAME_SECONDS:
+                run.slow_frame_at = time.monotonic()
+                out.update(self._slow_frame(run, view))
+        return out
+
+    def _slow_frame(self, run: Run, view) -> dict:
+        """The timeline, and the page image when the layout branch has announced new boxes."""
+        p = self.parse_panel
+        out = {p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens)}
+        blocks = view.layout_blocks()
+        boxes = tuple((b.label, b.bbox) for b in blocks if b.bbox is not None)
+        if boxes != run.shown_boxes:
+            run.shown_boxes = boxes
             out[p.page] = draw_boxes(run.page.image, blocks)
             out[p.legend] = label_legend(b.label for b in blocks)
         return out
@@ -330,7 +337,7 @@ class Handlers:
         message = (f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
                    f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s ({s.tokens_per_second:,.0f} tok/s, "
                    f"τ = {s.mean_accepted_length:.2f}).")
-        return {p.status: status_html(message, "error" if result.cancelled else "done"),
+        return {p.status: status_html(message, "error" if result.cancelled else "done", run.number),
                 p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
                 p.tree: tree_html(view), p.branches: branches_html(view),
                 p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens),

@@ -1,0 +1,201 @@
+"""The app in a real headless browser against a real Gradio server (tiny forking checkpoint).
+
+Screenshots go to a temporary folder, or to $HPD_SCREENSHOTS (e.g. docs/images) when set.
+"""
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pymupdf
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from app.examples import FOLDER
+
+PNG = FOLDER / "synth-report.png"
+PDF = FOLDER / "synth-two-pages.pdf"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, app_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1300})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(app_server)
+    page.wait_for_selector("#parse")
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shots(tmp_path):
+    folder = Path(os.environ.get("HPD_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def upload(page, path):
+    page.set_input_files("#document input[type=file]", str(path))
+    expect(page.locator("#status")).to_contain_text(Path(path).name)
+
+
+def set_value(page, selector, value):
+    field = page.locator(selector)
+    field.fill(str(value))
+    field.press("Tab")  # blur: Gradio's change / release events fire
+
+
+def set_checked(page, elem_id, checked):
+    page.locator(f"#{elem_id} input[type=checkbox]").set_checked(checked)
+
+
+def parse(page, timeout=60_000):
+    """Click Parse and wait for this parse's final status (each parse has its own data-run)."""
+    before = page.locator("#status .hpd-status").get_attribute("data-run")
+    page.click("#parse")
+    page.wait_for_function("(before) => { const s = document.querySelector('#status .hpd-status.done');"
+                           " return s !== null && s.dataset.run !== before; }", arg=before, timeout=timeout)
+
+
+def tab(page, name):
+    page.get_by_role("tab", name=name, exact=True).click()
+
+
+# records every distinct tree size and tokens/s tile value the browser renders
+WATCH = """() => {
+  window.hpdSeen = {rows: [], rates: []};
+  const note = (list, value) => { if (value && list[list.length - 1] !== value) list.push(value); };
+  new MutationObserver(() => {
+    note(window.hpdSeen.rows, document.querySelectorAll('#tree tbody tr').length);
+    const tile = document.querySelector('#stats .hpd-tile .v');
+    note(window.hpdSeen.rates, tile && tile.textContent);
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def test_parse_an_image_live_tree_grows_rate_updates_markdown_renders(page, shots):
+    upload(page, PNG)
+    expect(page.locator("#page-image img")).to_be_visible()
+    set_value(page, "#max-new-tokens input", 240)
+    page.evaluate(WATCH)
+    page.click("#parse")
+    page.wait_for_function("document.querySelectorAll('#tree tbody tr').length >= 12")
+    page.screenshot(path=str(shots / "parse-live.png"), full_page=True)
+    expect(page.locator("#status .hpd-status.done")).to_be_visible(timeout=90_000)
+    seen = page.evaluate("window.hpdSeen")
+    assert seen["rows"] == sorted(seen["rows"]) and len(seen["rows"]) >= 4, seen   # children appear live
+    assert seen["rows"][-1] > 20
+    assert len(seen["rates"]) >= 3, seen                                            # tokens/s updates live
+    tab(page, "Markdown")
+    markdown = page.locator("#markdown")
+    expect(markdown.locator("p").first).to_be_visible()
+    assert "nkpcft" in markdown.inner_text()
+    expect(page.locator("#download-md")).to_be_visible()
+    expect(page.locator("#download-json")).to_be_visible()
+
+
+def test_pdf_page_selector_and_parse_of_the_second_page(page):
+    upload(page, PDF)
+    page_number = page.locator("#page input[type=number]")
+    expect(page_number).to_be_visible()
+    preview_before = page.locator("#page-image img").get_attribute("src")
+    set_value(page, "#page input[type=number]", 2)
+    expect(page.locator("#status")).to_contain_text("page 2")
+    assert page.locator("#page-image img").get_attribute("src") != preview_before
+    set_value(page, "#max-new-tokens input", 30)
+    parse(page)
+    expect(page.locator("#status")).to_contain_text("page 2 of synth-two-pages.pdf")
+
+
+def markdown_after_parse(page) -> str:
+    parse(page)
+    tab(page, "Markdown")
+    text = page.locator("#markdown").inner_text()
+    tab(page, "Branch outputs")
+    return text
+
+
+def test_use_mtp_and_batch_children_give_identical_markdown(page):
+    upload(page, PNG)
+    set_value(page, "#max-new-tokens input", 40)
+    outputs = {"MTP, serial": markdown_after_parse(page)}
+    set_checked(page, "use-mtp", False)
+    outputs["no MTP, serial"] = markdown_after_parse(page)
+    set_checked(page, "batch-children", True)
+    outputs["no MTP, batched"] = markdown_after_parse(page)
+    set_checked(page, "use-mtp", True)
+    outputs["MTP, batched"] = markdown_after_parse(page)
+    assert len(set(outputs.values())) == 1, outputs
+    assert outputs["MTP, serial"].count("nkpcft") >= 5
+
+
+def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, shots):
+    upload(page, PNG)
+    set_value(page, "#max-new-tokens input", 60)
+    tab(page, "Compare")
+    page.click("#compare")
+    verdict = page.locator("#compare-summary [data-match]")
+    expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
+    speedup = float(page.locator("#compare-summary [data-speedup]").get_attribute("data-speedup"))
+    assert speedup > 1.0  # MTP on needs several times fewer forwards
+    expect(page.locator("#compare-summary")).to_contain_text(re.compile(r"Speedup B over A: \d+\.\d\d×"))
+    expect(page.locator("#stats-a .hpd-tile").first).to_be_visible()
+    expect(page.locator("#timeline-b svg")).to_be_visible()
+    page.screenshot(path=str(shots / "compare.png"), full_page=True)
+    page.get_by_label("children serial vs batched").check()
+    page.click("#compare")
+    expect(page.locator("#compare-status")).to_contain_text("Decoding")
+    expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
+
+
+def test_stop_cancels_a_long_parse_promptly_and_parsing_works_again(page):
+    upload(page, PNG)
+    set_value(page, "#max-new-tokens input", 8000)
+    set_checked(page, "use-mtp", False)
+    page.click("#parse")
+    expect(page.locator("#tree tbody tr").nth(3)).to_be_attached()
+    started = time.monotonic()
+    page.click("#stop")
+    expect(page.locator("#status")).to_contain_text("Stopped", timeout=15_000)
+    assert time.monotonic() - started < 10
+    set_value(page, "#max-new-tokens input", 30)
+    set_checked(page, "use-mtp", True)
+    parse(page, timeout=30_000)
+    expect(page.locator("#status")).to_contain_text("Parsed page 1 of synth-report.png")
+
+
+def test_corrupt_file_gives_a_clear_error(page, tmp_path):
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 8)
+    page.set_input_files("#document input[type=file]", str(bad))
+    expect(page.locator("#status .hpd-status.error")).to_contain_text("bad.pdf")
+    page.click("#parse")
+    expect(page.get_by_text(re.compile("'bad.pdf' is .*(PDF|damaged)")).first).to_be_visible()
+    assert "Traceback" not in page.content()
+
+
+def test_encrypted_pdf_asks_for_a_password_then_parses(page, tmp_path):
+    locked = tmp_path / "locked.pdf"
+    source = pymupdf.open(PDF)
+    source.save(locked, encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="secret", owner_pw="owner")
+    page.set_input_files("#document input[type=file]", str(locked))
+    expect(page.locator("#status .hpd-status.error")).to_contain_text("encrypted")
+    password = page.locator("#password input")
+    expect(password).to_be_visible()
+    password.fill("secret")
+    password.press("Enter")
+    expect(page.locator("#status")).to_contain_text("locked.pdf: 2 pages")
+    set_value(page, "#max-new-tokens input", 20)
+    parse(page)
