@@ -8,6 +8,7 @@ import torch
 
 from app.ui import build_demo, launch
 from hpd_core import load_engine
+from hpd_core.loader import ModelNotFound
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -27,7 +28,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    engine = load_engine(args.model, device=args.device, dtype=DTYPES.get(args.dtype))
+    try:
+        engine = load_engine(args.model, device=args.device, dtype=DTYPES.get(args.dtype))
+    except ModelNotFound as err:
+        raise SystemExit(f"hpd-demo: {err}") from err
     launch(build_demo(engine), server_name=args.host, server_port=args.port, share=args.share)
 
 
