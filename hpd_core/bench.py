@@ -12,7 +12,8 @@ mode, fork-batched against fork-serial, and every swept batch against the pages 
 Writes <out>/results.md (the tables, with date, hardware, torch, model), results.json (all
 numbers), speedup.png (speedup and forward reduction vs plain AR, by k) and batching.png
 (tokens/s by pages per batch). Default pages: synthetic dense pages, seeds from 10,000,000
-(never used in training). One page is decoded first, untimed, to warm up.
+(never used in training). One page is decoded first, untimed, to warm up; with --repeats R
+every cell runs R times, round-robin over the cells, and reports its fastest run.
 """
 
 from __future__ import annotations
@@ -122,15 +123,51 @@ class PeakMemory:
             self.sampler.join()
 
 
-def measure(engine, batches: Sequence[Sequence], options: ParseOptions, mode: str, device: str,
-            repeats: int = 1) -> tuple[Cell, list]:
-    """(Cell, results in page order) for decoding each batch of pages with `parse_batch`;
-    the fastest of `repeats` runs (greedy decoding: every run gives the same tokens)."""
-    wall, memory, results = min((timed(engine, batches, options, device) for _ in range(repeats)),
-                                key=lambda run: run[0])
-    stats = [r.stats for r in results]
-    k = options.draft_tokens
-    return Cell(mode=mode, k=k, batch=len(batches[0]), pages=len(results), wall_seconds=wall,
+@dataclass(frozen=True)
+class Job:
+    mode: str
+    options: ParseOptions
+    batches: tuple[tuple, ...]  # pages decoded together by one `parse_batch`, batch after batch
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} k={self.options.draft_tokens} batch={len(self.batches[0])}"
+
+
+@dataclass(frozen=True)
+class Run:
+    wall_seconds: float
+    peak_memory_mib: float
+    results: list
+
+
+def timed(engine, job: Job, device: str) -> Run:
+    results = []
+    with PeakMemory(device) as memory:
+        start = time.perf_counter()
+        for batch in job.batches:
+            results += engine.parse_batch(batch, job.options)
+        wall = time.perf_counter() - start
+    return Run(wall, memory.mib, results)
+
+
+def measure(engine, jobs: Sequence[Job], device: str, repeats: int, log) -> list[tuple[Cell, list]]:
+    """(Cell of its fastest run, results in page order) per job. The jobs run round-robin,
+    `repeats` times, so that a burst of load from elsewhere on the machine slows one run of
+    several cells rather than every run of one cell. Greedy decoding: every run gives the same tokens."""
+    runs: list[list[Run]] = [[] for _ in jobs]
+    for r in range(repeats):
+        for job, mine in zip(jobs, runs):
+            mine.append(timed(engine, job, device))
+            log(f"{job.label} run {r + 1}/{repeats}: {mine[-1].wall_seconds:.2f} s")
+    return [(cell(job, min(mine, key=lambda run: run.wall_seconds)), mine[0].results)
+            for job, mine in zip(jobs, runs)]
+
+
+def cell(job: Job, run: Run) -> Cell:
+    stats = [r.stats for r in run.results]
+    k = job.options.draft_tokens
+    return Cell(mode=job.mode, k=k, batch=len(job.batches[0]), pages=len(stats), wall_seconds=run.wall_seconds,
                 prefill_seconds=sum(s.vision_seconds + s.prefill_seconds for s in stats),
                 forwards=sum(s.forwards for s in stats),
                 generated_tokens=sum(s.generated_tokens for s in stats),
@@ -140,18 +177,7 @@ def measure(engine, batches: Sequence[Sequence], options: ParseOptions, mode: st
                 accepted_by_position=tuple(sum(s.accepted_by_position[i] for s in stats
                                                if i < len(s.accepted_by_position)) for i in range(k)),
                 peak_active_branches=max(s.peak_active_branches for s in stats),
-                peak_memory_mib=memory), results
-
-
-def timed(engine, batches: Sequence[Sequence], options: ParseOptions, device: str) -> tuple[float, float, list]:
-    """(wall seconds, peak MiB, results) of one run over the batches."""
-    results = []
-    with PeakMemory(device) as memory:
-        start = time.perf_counter()
-        for batch in batches:
-            results += engine.parse_batch(batch, options)
-        wall = time.perf_counter() - start
-    return wall, memory.mib, results
+                peak_memory_mib=run.peak_memory_mib)
 
 
 def token_ids(results) -> list[list[tuple[int, ...]]]:
@@ -160,18 +186,16 @@ def token_ids(results) -> list[list[tuple[int, ...]]]:
 
 def run_matrix(engine, pages, ks: Sequence[int], base: ParseOptions, device: str, repeats: int,
                log) -> tuple[list[Cell], dict]:
-    """The mode x k cells; and the token ids of each mode with MTP off (the references)."""
+    """The mode x k cells, each page decoded alone; and the token ids of each mode with MTP
+    off (the references)."""
+    jobs = [Job(mode, replace(base, **fields, use_mtp=k > 0, num_speculative_tokens=k or 1),
+                tuple((p,) for p in pages)) for mode, fields in MODES.items() for k in (0, *ks)]
     cells, references = [], {}
-    for mode, fields in MODES.items():
-        for k in (0, *ks):
-            options = replace(base, **fields, use_mtp=k > 0, num_speculative_tokens=k or 1)
-            cell, results = measure(engine, [[p] for p in pages], options, mode, device, repeats)
-            ids = token_ids(results)
-            references.setdefault(mode, ids)
-            cell = replace(cell, exact=None if k == 0 else ids == references[mode])
-            cells.append(cell)
-            log(f"{mode} k={k}: {cell.wall_seconds:.1f} s, {cell.forwards} forwards, "
-                f"{cell.tokens_per_second:.0f} tok/s, tau {cell.tau:.2f}, exact {cell.exact}")
+    for c, results in measure(engine, jobs, device, repeats, log):
+        ids = references.setdefault(c.mode, token_ids(results))
+        cells.append(replace(c, exact=None if c.k == 0 else token_ids(results) == ids))
+        log(f"{c.mode} k={c.k}: {c.wall_seconds:.2f} s, {c.forwards} forwards, "
+            f"{c.tokens_per_second:.0f} tok/s, tau {c.tau:.2f}, exact {cells[-1].exact}")
     return cells, references
 
 
@@ -181,16 +205,14 @@ def run_sweep(engine, pages, sizes: Sequence[int], k: int, base: ParseOptions, r
     decoded alone."""
     configs = {"plain": replace(base, **MODES["plain"], use_mtp=False),
                "fork-batched": replace(base, **MODES["fork-batched"], use_mtp=True, num_speculative_tokens=k)}
+    jobs = [Job(mode, options, (tuple(pages[i % len(pages)] for i in range(size)),))
+            for mode, options in configs.items() for size in sizes]
     cells = []
-    for mode, options in configs.items():
-        for size in sizes:
-            batch = [pages[i % len(pages)] for i in range(size)]
-            cell, results = measure(engine, [batch], options, mode, device, repeats)
-            expected = [references[mode][i % len(pages)] for i in range(size)]
-            cell = replace(cell, exact=token_ids(results) == expected)
-            cells.append(cell)
-            log(f"batch {size} {mode} k={cell.k}: {cell.wall_seconds:.1f} s, "
-                f"{cell.tokens_per_second:.0f} tok/s, {cell.pages_per_second:.3f} pages/s, exact {cell.exact}")
+    for c, results in measure(engine, jobs, device, repeats, log):
+        expected = [references[c.mode][i % len(pages)] for i in range(c.batch)]
+        cells.append(replace(c, exact=token_ids(results) == expected))
+        log(f"batch {c.batch} {c.mode} k={c.k}: {c.wall_seconds:.2f} s, {c.tokens_per_second:.0f} tok/s, "
+            f"{c.pages_per_second:.3f} pages/s, exact {cells[-1].exact}")
     return cells
 
 
@@ -313,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sweep-k", type=int, default=6, help="k of fork-batched + P-MTP in the batch sweep")
     parser.add_argument("--max-new-tokens", type=int, default=8000, help="per branch")
     parser.add_argument("--max-active-branches", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=1, help="runs per cell; the fastest is reported")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of every cell (round-robin); each cell reports its fastest")
     parser.add_argument("--out", type=Path, help="output folder (default bench/results/<model>-<device>)")
     return parser
 
