@@ -17,6 +17,7 @@ Measured (CPU, 2 cores, 24 GiB, fp32, torch 2.13; random weights so no branch fo
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -105,9 +106,9 @@ def decode_times(engine, context: int, repeats: int) -> dict[tuple[int, int], fl
     with torch.inference_mode():
         h = lm.model(lm.embed(ids), torch.arange(context, device=engine.device)[None], cache,
                      torch.tensor([row], device=engine.device))[0, -1]
+        pending = int(lm.logits(h).argmax())
     cache.lengths[row] = context
     rows = [row] + [cache.fork(row, context) for _ in range(15)]
-    pending = int(lm.logits(h).argmax())
     out = {}
     for batch in (1, 16):
         hidden = h.expand(batch, -1)
@@ -129,9 +130,12 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    folder = write_real_checkpoint(args.folder)
+    folder = args.folder
+    if not (folder / "model.safetensors").is_file():  # a checkpoint written by an earlier run is reused
+        write_real_checkpoint(folder)
     size = (folder / "model.safetensors").stat().st_size
     print(f"write checkpoint      {time.perf_counter() - start:7.1f} s  model.safetensors {size:,} B")
+    print(f"load average          {os.getloadavg()[0]:7.1f}    on {os.cpu_count()} cores")
     start = time.perf_counter()
     engine = load_engine(folder, device=args.device)
     print(f"load_engine           {time.perf_counter() - start:7.1f} s  {engine.info.parameters:,} parameters, "
@@ -147,6 +151,7 @@ def main() -> None:
           f"{stats.forwards} forwards, {stats.forked_branches} forks")
     for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats).items():
         print(f"step batch {batch:2d} k={k}    {sec * 1000:7.0f} ms  ({batch * (k + 1)} tokens fed)")
+    print(f"load average          {os.getloadavg()[0]:7.1f}")
 
 
 if __name__ == "__main__":

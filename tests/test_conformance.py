@@ -241,7 +241,10 @@ def reference_image_rows(state: dict[str, torch.Tensor], cfg: HPDConfig, pixels:
     drop CLS, 2x2 pixel shuffle, LN(1e-5) -> Linear -> GELU -> Linear."""
     v = cfg.vision_config
     p, g, d, heads = v.patch_size, v.grid, v.hidden_size, v.num_attention_heads
-    s = lambda name: state[name].double()  # noqa: E731
+
+    def s(name: str) -> torch.Tensor:
+        return state[name].double()
+
     t = pixels.shape[0]
     x = pixels.double().reshape(t, 3, g, p, g, p)  # [t, c, row, py, col, px]
     e = "vision_model.embeddings."
