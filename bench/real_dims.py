@@ -10,8 +10,16 @@ special tokens at their real ids; loads it with `load_engine`; parses a 896x1344
 (`speculative.step`) at batch 1 and 16, greedy (k=0) and with 6 P-MTP drafts, on a KV cache
 holding a prompt of the same length.
 
-Measured (CPU, 2 cores, 24 GiB, fp32, torch 2.13; random weights so no branch forks):
-  write 2.1 GB checkpoint  see the notes in the report
+Measured 2026-11-29 on the dev box (2 cores, 24 GiB, fp32, torch 2.13) while other jobs ran
+(load average 5.5: this process got ~46% of the two cores, so uncontended times are ~2x lower):
+  write checkpoint 41.6 s (2,143,907,448 B), load_engine 14.8-33.3 s (two runs)
+  vision 7 tiles 74.5-95.7 s, prefill 2,008 tokens 60.6-74.6 s (byte-level tokenizer: the
+  system prompt is 216 byte tokens, the real BPE gives fewer)
+  decode 16 greedy tokens 14.4-36.6 s (random weights: no forks)
+  step at context 2,008:  batch 1: k=0 1.37 s, k=6 4.32 s;  batch 16: k=0 4.82 s, k=6 10.95 s
+  Why: batch-1 decode is bound by reading 4.3 GB of fp32 weights per forward; each
+  P-MTP draft token runs the 151,681 x 1024 lm_head (0.62 GB), so 6 drafts cost about as
+  much as the forward itself: on CPU k=6 pays off only when tau exceeds ~3.2 tokens per step.
 """
 
 from __future__ import annotations
