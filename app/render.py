@@ -30,9 +30,10 @@ CSS = """
 .hpd-scroll { max-height: 360px; overflow-y: auto; border: 1px solid var(--border-color-primary);
               border-radius: 8px; }
 .hpd-outputs { max-height: 560px; }
-.hpd-tree table { width: 100%; border-collapse: collapse; font-size: 0.85em; }
-.hpd-tree td, .hpd-tree th { padding: 2px 6px; text-align: left; white-space: nowrap; border: none;
-                             border-bottom: 1px solid var(--border-color-primary); }
+.hpd-tree table { width: 100%; border-collapse: collapse; font-size: 0.85em; border: none !important; }
+.hpd-tree tr, .hpd-compare tr { border: none !important; }  /* Gradio's prose tables draw dark row borders */
+.hpd-tree td, .hpd-tree th { padding: 2px 6px; text-align: left; white-space: nowrap;
+                             border: none !important; border-bottom: 1px solid var(--border-color-primary) !important; }
 .hpd-tree th { position: sticky; top: 0; background: var(--background-fill-secondary); }
 .hpd-tree td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .hpd-tree .edge { color: #94a3b8; font-family: monospace; }
@@ -48,8 +49,9 @@ CSS = """
 mark.hpd-draft { background: #fde68a; color: #111827; border-radius: 2px; padding: 0; }
 .hpd-tag { color: #7c3aed; font-weight: 600; }
 .hpd-legend { font-size: 0.82em; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
-.hpd-compare table { border-collapse: collapse; width: 100%; }
-.hpd-compare td, .hpd-compare th { padding: 4px 10px; border: none; border-bottom: 1px solid var(--border-color-primary);
+.hpd-compare table { border-collapse: collapse; width: 100%; border: none !important; }
+.hpd-compare td, .hpd-compare th { padding: 4px 10px; border: none !important;
+                                   border-bottom: 1px solid var(--border-color-primary) !important;
                                    text-align: right; font-variant-numeric: tabular-nums; }
 .hpd-compare td:first-child, .hpd-compare th:first-child { text-align: left; }
 .hpd-verdict { font-size: 1.1em; font-weight: 700; margin: 6px 0; }
@@ -181,7 +183,8 @@ def comparison_html(names: tuple[str, str], comparison: Comparison) -> str:
     body = "".join(f"<tr><td>{esc(k)}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows)
     table = (f'<table><thead><tr><th></th><th>A: {esc(names[0])}</th><th>B: {esc(names[1])}</th></tr></thead>'
              f'<tbody>{body}</tbody></table>')
-    speed = (f'<div class="hpd-verdict" data-speedup="{comparison.speedup:.3f}">Speedup B over A: '
+    speed = (f'<div class="hpd-verdict" data-speedup="{comparison.speedup:.3f}" '
+             f'data-forward-ratio="{comparison.forward_ratio:.3f}">Speedup B over A: '
              f'{comparison.speedup:.2f}× wall clock, {comparison.forward_ratio:.2f}× fewer forwards</div>')
     return f'<div class="hpd-compare">{speed}{_verdict(comparison)}{table}</div>'
 

@@ -12,6 +12,8 @@ import itertools
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -114,6 +116,7 @@ def build_demo(engine: Engine) -> gr.Blocks:
             mode, compare_button, compare_stop, compare_panel = _compare_tab()
         handlers.parse_panel, handlers.compare_panel, handlers.document = panel, compare_panel, document
         handlers.wire(document, options, parse_button, stop_button, mode, compare_button, compare_stop)
+        demo.unload(handlers.forget)
     demo.queue(default_concurrency_limit=1)
     return demo
 
@@ -278,28 +281,31 @@ class Handlers:
 
     def parse(self, path, number, dpi, password, use_mtp, k, batch, active, new, prompt, request: gr.Request):
         page = page_or_error(path, number, dpi, password)
-        run = self._start(request, page, options_or_error(use_mtp, k, batch, active, new, prompt))
         p = self.parse_panel
-        try:
+        with self._running(request, page, options_or_error(use_mtp, k, batch, active, new, prompt)) as run:
             yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
                    p.page: page.image, p.legend: "", p.markdown: "", p.raw: "", p.json: None, p.timeline: "",
                    p.download_md: gr.DownloadButton(visible=False),
                    p.download_json: gr.DownloadButton(visible=False)}
             for _ in run.job.frames():
                 yield self._live(run)
+            if run.job.error is not None:
+                yield {p.status: status_html(f"Decoding failed: {run.job.error}", "error", run.number)}
+                raise gr.Error(f"Decoding failed: {run.job.error}", print_exception=False)
             yield self._final(run)
-        finally:
-            run.job.cancel()  # a closed generator (Stop, a closed tab) frees the engine
 
-    def _start(self, request: gr.Request, page: Page, options: ParseOptions) -> Run:
-        session = request.session_hash or "api"
+    @contextmanager
+    def _running(self, request: gr.Request, page: Page, options: ParseOptions) -> Iterator[Run]:
+        """A job decoding `page`, kept as the session's run (for Stop) until the session ends.
+        On exit, also when Stop or a closed tab closes the handler, the job is cancelled: the
+        engine is free again."""
+        run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers))
         with self.runs_lock:
-            previous = self.runs.get(session)
-            if previous is not None:
-                previous.job.cancel()
-            run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers))
-            self.runs[session] = run
-        return run
+            self.runs[request.session_hash or "api"] = run
+        try:
+            yield run
+        finally:
+            run.job.cancel()
 
     def _live(self, run: Run) -> dict:
         p = self.parse_panel
@@ -327,10 +333,7 @@ class Handlers:
         return out
 
     def _final(self, run: Run) -> dict:
-        job, p = run.job, self.parse_panel
-        if job.error is not None:
-            raise gr.Error(f"Decoding failed: {job.error}")
-        view, result = job.view, job.view.result
+        p, view, result = self.parse_panel, run.job.view, run.job.view.result
         md_path, json_path = write_downloads(self.downloads, run.page.source, run.page.number, result)
         s = result.stats
         verb = "Stopped; partial output of" if result.cancelled else "Parsed"
@@ -360,6 +363,12 @@ class Handlers:
             run.job.cancel()
         return run
 
+    def forget(self, request: gr.Request) -> None:
+        """The session ended: stop its run and drop it."""
+        self._stop(request)
+        with self.runs_lock:
+            self.runs.pop(request.session_hash or "api", None)
+
     # -- comparing --
 
     def compare(self, path, number, dpi, password, mode, use_mtp, k, batch, active, new, prompt,
@@ -372,16 +381,14 @@ class Handlers:
         yield {c.summary: "", c.diff: "", **shown, **{part: "" for side in (c.a, c.b) for part in side[1:]}}
         results = []
         for name, side, variant in zip("AB", (c.a, c.b), variants):
-            run = self._start(request, page, variant_options(base, variant))
-            try:
+            with self._running(request, page, variant_options(base, variant)) as run:
                 status = status_html(f"Decoding {name}: {variant.name} (page {page.number} of {page.source})…",
-                                     "running")
+                                     "running", run.number)
                 for _ in run.job.frames():
                     yield {c.status: status, **self._side(side, run)}
-            finally:
-                run.job.cancel()
             if run.job.error is not None:
-                raise gr.Error(f"Decoding failed: {run.job.error}")
+                yield {c.status: status_html(f"Decoding failed: {run.job.error}", "error", run.number)}
+                raise gr.Error(f"Decoding failed: {run.job.error}", print_exception=False)
             shown.update(self._side(side, run))
             results.append(run.job.view.result)
             if results[-1].cancelled:

@@ -148,8 +148,9 @@ def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, shots):
     page.click("#compare")
     verdict = page.locator("#compare-summary [data-match]")
     expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
-    speedup = float(page.locator("#compare-summary [data-speedup]").get_attribute("data-speedup"))
-    assert speedup > 1.0  # MTP on needs several times fewer forwards
+    figures = page.locator("#compare-summary [data-speedup]")
+    assert float(figures.get_attribute("data-speedup")) > 0           # wall clock: noisy on a shared CPU
+    assert float(figures.get_attribute("data-forward-ratio")) >= 2.0  # MTP on: several times fewer forwards
     expect(page.locator("#compare-summary")).to_contain_text(re.compile(r"Speedup B over A: \d+\.\d\d×"))
     expect(page.locator("#stats-a .hpd-tile").first).to_be_visible()
     expect(page.locator("#timeline-b svg")).to_be_visible()
