@@ -42,7 +42,7 @@ DEFAULTS = ParseOptions()
 
 
 class Options(NamedTuple):
-    """The decoding controls, in `ParseOptions` order after `prompt`."""
+    """The decoding controls, in the order the handlers take them."""
     use_mtp: gr.Checkbox
     num_speculative_tokens: gr.Slider
     batch_children: gr.Checkbox
@@ -72,6 +72,14 @@ class ParsePanel(NamedTuple):
     json: gr.JSON
     download_md: gr.DownloadButton
     download_json: gr.DownloadButton
+
+
+class Buttons(NamedTuple):
+    parse: gr.Button
+    stop: gr.Button
+    compare_mode: gr.Radio
+    compare: gr.Button
+    compare_stop: gr.Button
 
 
 class Side(NamedTuple):
@@ -114,8 +122,8 @@ def build_demo(engine: Engine) -> gr.Blocks:
             document, options, parse_button, stop_button, panel = _parse_tab(engine)
         with gr.Tab("Compare", id="compare"):
             mode, compare_button, compare_stop, compare_panel = _compare_tab()
-        handlers.parse_panel, handlers.compare_panel, handlers.document = panel, compare_panel, document
-        handlers.wire(document, options, parse_button, stop_button, mode, compare_button, compare_stop)
+        buttons = Buttons(parse_button, stop_button, mode, compare_button, compare_stop)
+        handlers.wire(document, options, buttons, panel, compare_panel)
         demo.unload(handlers.forget)
     demo.queue(default_concurrency_limit=1)
     return demo
@@ -221,26 +229,29 @@ class Handlers:
         self.runs_lock = threading.Lock()
         self.run_numbers = itertools.count(1)
         self.downloads = Path(tempfile.mkdtemp(prefix="hpd-demo-"))
+        self.document: Document | None = None          # set by wire()
         self.parse_panel: ParsePanel | None = None
         self.compare_panel: ComparePanel | None = None
-        self.document: Document | None = None
 
-    def wire(self, document: Document, options: Options, parse_button, stop_button, mode, compare_button,
-             compare_stop) -> None:
-        d, p, c = document, self.parse_panel, self.compare_panel
+    def wire(self, document: Document, options: Options, buttons: Buttons, panel: ParsePanel,
+             compare_panel: ComparePanel) -> None:
+        """Connect the events; the handlers answer with {component: value} of these panels."""
+        self.document, self.parse_panel, self.compare_panel = document, panel, compare_panel
+        d, p, c, b = document, panel, compare_panel, buttons
         preview_out = [d.page, d.password, p.page, p.legend, p.status]
         d.file.change(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="open_document")
         d.password.submit(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="unlock")
         gr.on([d.page.release, d.dpi.release], self.show_page, list(d), [p.page, p.legend, p.status],
               api_name="show_page")
-        parsing = parse_button.click(self.parse, [*d, *options], list(p), api_name="parse",
+        parsing = b.parse.click(self.parse, [*d, *options], list(p), api_name="parse",
                                      concurrency_id="engine", concurrency_limit=1, show_progress="minimal")
-        stop_button.click(self.stop, None, list(p), api_name="stop", cancels=[parsing], concurrency_limit=None)
+        b.stop.click(self.stop, None, list(p), api_name="stop", cancels=[parsing], concurrency_limit=None)
         compare_out = [c.status, *c.a, *c.b, c.summary, c.diff]
-        comparing = compare_button.click(self.compare, [*d, mode, *options], compare_out, api_name="compare",
-                                         concurrency_id="engine", concurrency_limit=1, show_progress="minimal")
-        compare_stop.click(self.stop_compare, None, [c.status], api_name="stop_compare", cancels=[comparing],
-                           concurrency_limit=None)
+        comparing = b.compare.click(self.compare, [*d, b.compare_mode, *options], compare_out,
+                                    api_name="compare", concurrency_id="engine", concurrency_limit=1,
+                                    show_progress="minimal")
+        b.compare_stop.click(self.stop_compare, None, [c.status], api_name="stop_compare", cancels=[comparing],
+                             concurrency_limit=None)
 
     # -- documents --
 
