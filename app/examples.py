@@ -46,8 +46,8 @@ def _write_pdf(path: Path, images) -> Path:
     for image in images:
         width, height = (v * 72 / DPI for v in image.size)  # points: DPI dpi renders the image 1:1
         page = doc.new_page(width=width, height=height)
-        png = io.BytesIO()
-        image.save(png, format="PNG", optimize=True)
+        png = io.BytesIO()  # 64 colours keep the PDF well under 300 KB
+        image.quantize(64).save(png, format="PNG", optimize=True)
         page.insert_image(page.rect, stream=png.getvalue())
     doc.save(path, garbage=4, deflate=True)
     return path
