@@ -2,7 +2,7 @@
 
     python -m bench.load_server --tiny                    # a tiny random checkpoint (tests/tiny.py)
     python -m bench.load_server [--model DIR] [--requests 32] [--clients 8] [--max-tokens 8000]
-                                [--deadline-s 600] [--max-concurrency 1] [--stream]
+                                [--deadline-s 600] [--max-concurrency 1] [--stream] [--omp-threads N]
 
 Starts `python -m hpd_core.server` on 127.0.0.1 (a free port, nothing else), waits for
 /health, sends the official request shape (base64 PNG of a synthetic page, `document parsing
@@ -67,7 +67,8 @@ def start_server(model: str | None, port: int, args, log_path: Path) -> subproce
     command = [sys.executable, "-m", "hpd_core.server", "--host", HOST, "--port", str(port),
                "--max-concurrency", str(args.max_concurrency), "--max-queue", str(max(args.clients, 16))]
     command += ["--model", model] if model else []
-    return subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    env = os.environ | ({"OMP_NUM_THREADS": str(args.omp_threads)} if args.omp_threads else {})
+    return subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
 def wait_ready(server: subprocess.Popen, base: str, seconds: float = 300) -> None:
@@ -167,7 +168,7 @@ def summarize(outcomes: list[Outcome], wall: float, rss: dict, args, model: str)
     return {
         "model": model, "requests": args.requests, "clients": args.clients, "max_tokens": args.max_tokens,
         "max_concurrency": args.max_concurrency, "stream": args.stream, "deadline_s": args.deadline_s,
-        "pages": args.pages,
+        "pages": args.pages, "omp_threads": args.omp_threads or os.environ.get("OMP_NUM_THREADS", "torch default"),
         "completed": len(ok), "sent": len(outcomes), "not_sent": args.requests - len(outcomes), "errors": errors,
         "wall_seconds": wall, "requests_per_second": len(ok) / wall,
         "completion_tokens_per_second": sum(o.completion_tokens for o in ok) / wall,
@@ -201,7 +202,7 @@ def write_report(summary: dict, path: Path) -> None:
         f"| {lat['max']:.2f} | {'-' if first is None else f'{first:.2f}'} "
         f"| {summary['server_rss_mb']['idle']:.0f} -> {summary['server_rss_mb']['peak']:.0f} |", "",
         f"max_tokens {summary['max_tokens']} per branch, --max-concurrency {summary['max_concurrency']}, "
-        f"stream={summary['stream']}. Latency is per request from send to last byte, including the wait in the "
+        f"stream={summary['stream']}, server OMP_NUM_THREADS={summary['omp_threads']}. Latency is per request from send to last byte, including the wait in the "
         "server's queue (one decode at a time per replica: a request waits for those ahead of it). Pages are "
         f"{summary['pages']} synthetic pages (hpd_core.synth seeds 0..{summary['pages'] - 1}), round robin.",
     ]
@@ -218,6 +219,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-concurrency", type=int, default=1)
     p.add_argument("--deadline-s", type=float, default=600, help="no new request after this many seconds")
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--omp-threads", type=int, default=None, help="OMP_NUM_THREADS of the server (default: inherited)")
     p.add_argument("--pages", type=int, default=8, help="distinct synthetic pages, reused round robin")
     p.add_argument("--out", type=Path, default=RESULTS / "serve_load")
     return p.parse_args(argv)

@@ -423,21 +423,27 @@ def sse(data: dict | str) -> str:
 
 
 async def stream_chunks(decode: Decode, reply: Reply, order: DocumentOrder, include_usage: bool) -> AsyncIterator[str]:
+    """SSE lines; text of events that queued up while the client was being written to goes out
+    as one chunk (fewer, larger chunks when the decode runs ahead of the stream)."""
     yield sse(reply.chunk({"role": "assistant", "content": ""}))
+    pending = ""
     try:
         async for event in decode:
             if isinstance(event, PageFinished):
                 result = event.result
-                text = order.finish(result.text)
+                pending += order.finish(result.text)
             else:
-                text = order.push(event)
-            if text:
-                yield sse(reply.chunk({"content": text}))
+                pending += order.push(event)
+            if pending and decode.events.empty():
+                yield sse(reply.chunk({"content": pending}))
+                pending = ""
     except Exception as err:  # headers are sent: the error travels as an SSE event, as vLLM does
         yield sse({"error": {"message": f"decoding failed: {type(err).__name__}: {err}",
                              "type": "server_error", "param": None, "code": 500}})
         yield sse("[DONE]")
         return
+    if pending:
+        yield sse(reply.chunk({"content": pending}))
     yield sse(reply.chunk({}, finish_reason(result), **reply.extras(result)))
     if include_usage:
         yield sse(reply.usage_chunk(result))

@@ -49,10 +49,11 @@ def wait_for(condition, seconds: float = 20) -> None:
 
 
 class HeldEngine:
-    """An engine whose decode pauses after each event until `go` is set or it is cancelled."""
+    """An engine whose decode pauses after each event until `go` is set or it is cancelled,
+    then for `delay` seconds."""
 
-    def __init__(self, engine):
-        self.engine, self.go = engine, threading.Event()
+    def __init__(self, engine, delay: float = 0.0):
+        self.engine, self.go, self.delay = engine, threading.Event(), delay
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -62,6 +63,7 @@ class HeldEngine:
             yield event
             while not self.go.wait(0.01) and not cancel.is_set():
                 pass
+            time.sleep(self.delay)
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +111,21 @@ def test_streamed_chunks_concatenate_to_the_non_streamed_text(client, image, fie
     whole = client.chat.completions.create(**request).choices[0].message.content
     chunks = list(client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True}))
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
-    assert len(pieces) > 3 and "".join(pieces) == whole
+    assert "".join(pieces) == whole
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] in ("stop", "length")
     assert chunks[-1].usage.completion_tokens > 0 and chunks[-1].choices == []
+
+
+def test_text_streams_in_many_pieces_while_the_page_decodes(engine, image):
+    slow = HeldEngine(engine, delay=0.005)
+    slow.go.set()
+    with serving(create_app([slow])) as base:
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        chunks = list(client.chat.completions.create(model="HPD-Parsing", messages=messages(data_url(image)),
+                                                     max_tokens=45, temperature=0, stream=True))
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 10
+    assert "".join(pieces) == engine.parse(image, ParseOptions(batch_children=True, max_new_tokens=45)).text
 
 
 def test_cancelled_page_stream_still_concatenates_to_its_text(engine, image):
