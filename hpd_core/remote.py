@@ -42,7 +42,7 @@ from PIL import Image
 
 from hpd_core.engine import as_image
 from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, PageStarted, TokensAppended
-from hpd_core.grammar import BLOCK, CHILD, FORK, parse_blocks
+from hpd_core.grammar import BLOCK, CHILD, FORK, BBox, parse_blocks
 from hpd_core.markdown import to_markdown
 from hpd_core.options import ParseOptions
 from hpd_core.result import BranchRecord, ParseResult, Stats
@@ -152,21 +152,29 @@ def held_marker_prefix(text: str) -> int:
 
 
 @dataclass
+class BranchText:
+    label: str | None = None
+    bbox: BBox | None = None
+    text: str = ""
+    reason: str = "stop"
+
+
+@dataclass
 class PageText:
     """What a page's response carried so far (mutable while streaming)."""
     text: str = ""
-    branches: dict[int, list] = field(default_factory=dict)  # branch -> [label, bbox, text, reason]
+    branches: dict[int, BranchText] = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)               # hpd_stats, spec_decode_metrics, ...
     finish: str = "stop"
 
     def record(self, event: Event) -> None:
         if isinstance(event, BranchForked):
-            self.branches[event.branch] = [event.label, event.bbox, "", "stop"]
+            self.branches[event.branch] = BranchText(event.label, event.bbox)
         elif isinstance(event, TokensAppended):
-            self.branches.setdefault(event.branch, [None, None, "", "stop"])[2] += event.text
+            self.branches.setdefault(event.branch, BranchText()).text += event.text
         elif isinstance(event, BranchFinished):
-            self.branches.setdefault(event.branch, [None, None, "", "stop"])[3] = event.reason
+            self.branches.setdefault(event.branch, BranchText()).reason = event.reason
 
 
 class RemoteEngine:
@@ -374,8 +382,8 @@ def error_message(response: httpx.Response) -> str:
 def remote_result(page_text: PageText, image_size: tuple[int, int], seconds: float, cancelled: bool) -> ParseResult:
     text = page_text.text.strip()
     blocks = parse_blocks(text)
-    records = tuple(BranchRecord(b, label, bbox, None, (), (), branch_text, reason)
-                    for b, (label, bbox, branch_text, reason) in sorted(page_text.branches.items()))
+    records = tuple(BranchRecord(b, t.label, t.bbox, None, (), (), t.text, t.reason)
+                    for b, t in sorted(page_text.branches.items()))
     hpd_stats = page_text.extras.get("hpd_stats")
     if hpd_stats:
         stats, warnings = stats_from_dict(hpd_stats), ()
