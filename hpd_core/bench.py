@@ -330,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float64"),
                         help="default: float32 on CPU, bfloat16 on CUDA")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 on a busy machine, "
+                        "where waiting for a descheduled thread stalls every op)")
     parser.add_argument("--ks", type=int_list, default=[2, 4, 6, 8], help="P-MTP draft lengths (1-10)")
     parser.add_argument("--pages-per-batch", type=int_list, help="default 1,4 on CPU, 1,16,64,256 on CUDA")
     parser.add_argument("--sweep-k", type=int, default=6, help="k of fork-batched + P-MTP in the batch sweep")
@@ -357,6 +359,10 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
     try:
         if args.repeats < 1:
             raise ValueError("--repeats must be at least 1")
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError("--threads must be at least 1")
+            torch.set_num_threads(args.threads)
         base = ParseOptions(max_new_tokens=args.max_new_tokens, max_active_branches=args.max_active_branches)
         for k in (*args.ks, args.sweep_k):
             ParseOptions(num_speculative_tokens=k)
