@@ -4,10 +4,11 @@
 
 Matrix: {plain, fork-serial, fork-batched} x {MTP off, MTP on for each k}: each page is decoded
 alone (`engine.parse`), the cell sums over pages. Page batching: `--pages-per-batch` B decodes B
-pages together (`engine.parse_batch`, pages cycled when fewer than B) for plain AR and for
-fork-batched + P-MTP; fork-serial decodes the pages of a batch one after another by design,
-so it is not swept. Every MTP-on cell is checked token for token against MTP off in the same
-mode, fork-batched against fork-serial, and every swept batch against the pages decoded alone.
+pages together (`engine.parse_batch`; pages cycled when fewer than B; max_active_branches
+scaled by B) for plain AR and for fork-batched + P-MTP. fork-serial decodes the pages of a
+batch one after another by design, so it is not swept. Every MTP-on cell is checked token for
+token against MTP off in the same mode, fork-batched against fork-serial, and every swept
+batch against the pages decoded alone.
 
 Writes <out>/results.md (the tables, with date, hardware, torch, model), results.json (all
 numbers), speedup.png (speedup and forward reduction vs plain AR, by k) and batching.png
@@ -202,10 +203,12 @@ def run_matrix(engine, pages, ks: Sequence[int], base: ParseOptions, device: str
 def run_sweep(engine, pages, sizes: Sequence[int], k: int, base: ParseOptions, references: dict,
               device: str, repeats: int, log) -> list[Cell]:
     """Pages per batch for plain AR and fork-batched + P-MTP, each checked against its pages
-    decoded alone."""
+    decoded alone. The engine's `max_active_branches` caps a round over all pages of a batch,
+    so it is scaled by the batch size here: each page keeps the same branch budget."""
     configs = {"plain": replace(base, **MODES["plain"], use_mtp=False),
                "fork-batched": replace(base, **MODES["fork-batched"], use_mtp=True, num_speculative_tokens=k)}
-    jobs = [Job(mode, options, (tuple(pages[i % len(pages)] for i in range(size)),))
+    jobs = [Job(mode, replace(options, max_active_branches=base.max_active_branches * size),
+                (tuple(pages[i % len(pages)] for i in range(size)),))
             for mode, options in configs.items() for size in sizes]
     cells = []
     for c, results in measure(engine, jobs, device, repeats, log):
