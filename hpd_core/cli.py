@@ -102,13 +102,16 @@ def parse_options(args: argparse.Namespace) -> ParseOptions:
         raise UsageError(str(err)) from err
 
 
-def load(model: str | None, device: str | None = None):
-    """The engine, or a UsageError saying why the model cannot be loaded."""
+def load(model: str | None, options: ParseOptions):
+    """The engine for `options`, or a UsageError saying why there is none."""
     from hpd_core.loader import ModelNotFound, load_engine  # torch: imported only when a model is needed
     try:
-        return load_engine(model, device=device)
+        engine = load_engine(model)
     except ModelNotFound as err:
         raise UsageError(f"{err}; pass --model FOLDER") from err
+    if options.use_mtp and not engine.info.mtp:
+        raise UsageError(f"{engine.info.name} has no P-MTP head; pass --no-mtp")
+    return engine
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -287,7 +290,7 @@ def run(args, cancel: threading.Event) -> int:
         except DocumentError as err:
             report(doc, err, tally)
     tally.skipped = sum(len(p.pages) - len(p.todo) for p in plans)
-    engine = load(args.model) if any(p.todo for p in plans) else None
+    engine = load(args.model, options) if any(p.todo for p in plans) else None
     with tqdm(total=sum(len(p.todo) for p in plans), unit="page", file=sys.stderr, dynamic_ncols=True) as bar:
         for p in plans:
             try:

@@ -116,10 +116,13 @@ def test_ctrl_c_stops_the_page_keeps_written_pages_and_exits_130(model, folder, 
 
 def test_usage_errors_exit_2(model, folder, tmp_path, capsys):
     out = tmp_path / "out"
+    no_mtp = str(write_checkpoint(tmp_path / "no-mtp", seed=0, noise=0.5, mtp_folder=tmp_path / "mtp-elsewhere"))
     assert parse(model, folder, "-o", out, "--pages", "3-1") == 2
     assert parse(model, folder, "-o", out, "--max-active-branches", "0") == 2
     assert main([str(folder), "-o", str(out), "--model", str(tmp_path / "nowhere")]) == 2
     assert "no model folder" in capsys.readouterr().err
+    assert main([str(folder), "-o", str(out), "--model", no_mtp]) == 2
+    assert "has no P-MTP head; pass --no-mtp" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
     assert parse(model, folder, "-o", tmp_path / "file") == 2
     with pytest.raises(SystemExit) as exit_:
