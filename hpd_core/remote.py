@@ -72,6 +72,7 @@ class RemoteInfo:
     parameters: int = 0
     mtp: bool = True           # the official serving command enables P-MTP
     remote: bool = True
+    extensions: bool = False   # the server honours use_mtp, batch_children, ... (hpd-serve; vLLM ignores them)
 
 
 class BranchSplitter:
@@ -202,7 +203,8 @@ class RemoteEngine:
                 raise RemoteError(f"{self.base_url} does not serve {self.model!r} (it serves {sorted(entries)})", 404)
             hpd = entries[self.model].get("hpd") or {}
             self._info = RemoteInfo(self.model, self.base_url, dtype=hpd.get("dtype", ""),
-                                    parameters=hpd.get("parameters", 0), mtp=hpd.get("mtp", True))
+                                    parameters=hpd.get("parameters", 0), mtp=hpd.get("mtp", True),
+                                    extensions=bool(hpd))
         return self._info
 
     # ---- public API -------------------------------------------------------------------------

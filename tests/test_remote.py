@@ -156,4 +156,4 @@ def test_server_refusals_carry_the_server_message(base, image):
 def test_load_engine_dispatches_urls_to_the_remote_engine(base):
     engine = load_engine(base, model="HPD-Parsing")
     assert isinstance(engine, RemoteEngine) and engine.info.remote and engine.info.name == "HPD-Parsing"
-    assert engine.info.parameters > 0 and engine.info.path == base
+    assert engine.info.parameters > 0 and engine.info.path == base and engine.info.extensions
