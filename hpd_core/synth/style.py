@@ -34,7 +34,7 @@ def pick_style(rng: random.Random, config: SynthConfig) -> Style:
     body = rng.choice(PROSE_FAMILIES) if rng.random() < 0.9 else rng.choice(FAMILY_NAMES)
     heading = body if rng.random() < 0.6 else rng.choice(PROSE_FAMILIES)
     size = round(rng.uniform(*config.font_size_range) * 2) / 2
-    ink = rng.uniform(0.0, 0.15)
+    ink = round(rng.uniform(0.0, 0.15), 3)  # pymupdf writes colours with %g: 1e-05 would be a PDF syntax error
     return Style(
         body=family(body), heading=family(heading), size=size,
         leading=size * rng.uniform(*config.line_spacing_range),

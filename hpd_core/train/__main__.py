@@ -90,17 +90,19 @@ def lm_losses(model: HPDModel, batch: dict) -> dict[str, torch.Tensor]:
 
 
 def mtp_losses(model: HPDModel, batch: dict, k: int) -> dict[str, torch.Tensor]:
-    """Progressive P-MTP loss: draft i starts from the head's own drafts 1..i-1, as at inference."""
+    """Progressive P-MTP loss, distilled from the frozen model: from the hidden state at t and the
+    model's own greedy token there, draft i must predict the model's greedy token at t + i; draft
+    i starts from the head's own drafts 1..i-1, as at inference."""
     with torch.no_grad():
         h = forward_hidden(model, batch)
-    labels, segments = batch["labels"], batch["segments"]
-    sel = labels != IGNORE
-    hidden, token = h[sel], labels[sel]
+        greedy = model.lm.logits(h).argmax(-1)  # [B, L]: the model's next token at every position
+    segments = batch["segments"]
+    sel = batch["labels"] != IGNORE
+    hidden, token = h[sel], greedy[sel]
     total, accepted_so_far, stats = 0.0, torch.ones_like(token, dtype=torch.bool), {}
     for i in range(1, k + 1):
-        shifted = torch.full_like(labels, IGNORE)
-        same = segments[:, i:] == segments[:, :-i]
-        shifted[:, :-i] = torch.where(same, labels[:, i:], IGNORE)
+        shifted = torch.full_like(greedy, IGNORE)
+        shifted[:, :-i] = torch.where(segments[:, i:] == segments[:, :-i], greedy[:, i:], IGNORE)
         target = shifted[sel]
         hidden = model.lm.mtp(hidden, model.lm.embed(token))
         logits = model.lm.logits(hidden).float()
@@ -177,7 +179,7 @@ def image_test(model, args, config, tok, stage_name: str) -> dict:
 
 
 @torch.no_grad()
-def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens: int) -> dict:
+def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens: int, use_mtp: bool) -> dict:
     from hpd_core.metrics import aggregate, evaluate_page
     from hpd_core.synth import render_page
 
@@ -185,9 +187,10 @@ def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens:
     synth = [render_page(EVAL_SEEDS + i, STAGES[stage_name].synth) for i in range(pages)]
     start = time.perf_counter()
     results = engine.parse_batch([p.image for p in synth], ParseOptions(
-        use_mtp=False, batch_children=True, max_new_tokens=max_new_tokens))
+        use_mtp=use_mtp, batch_children=True, max_new_tokens=max_new_tokens))
     summary = aggregate([evaluate_page(r.blocks, p.blocks) for r, p in zip(results, synth)]).as_dict()
     summary["seconds"] = round(time.perf_counter() - start, 1)
+    summary["tau_k6"] = sum(r.stats.mean_accepted_length for r in results) / len(results) if use_mtp else None
     summary["example"] = results[0].text[:600]
     return summary
 
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
         if not args.small:
             log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
-                                                      args.eval_tokens)})
+                                                      args.eval_tokens, use_mtp=name == "mtp")})
         save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
         shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer, args.out / "hpd-tiny" / "tokenizer.json")
         log({"event": "saved", "stage": name})

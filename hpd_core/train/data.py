@@ -30,6 +30,11 @@ class Stage:
 STAGES = {
     # one short paragraph somewhere on the page: learn to read where the ink is
     "one": Stage(SynthConfig.simple(n_blocks=1, font_size_range=LARGE_TYPE, paragraph_words=(3, 14)), 48, 1e-3),
+    # pages full of random words (no language shortcut): the most reading per image
+    "read": Stage(SynthConfig(min_blocks=2, max_blocks=6, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
+                              label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
+                              footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.2, paragraph_words=(30, 120)),
+                  32, 1e-3),
     # a few text-like blocks: learn to find the block a child is about
     "few": Stage(SynthConfig(min_blocks=2, max_blocks=5, font_size_range=LARGE_TYPE, header_prob=0.2,
                              footer_prob=0.2, page_number_prob=0.3, two_column_prob=0.3,
