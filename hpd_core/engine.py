@@ -36,8 +36,6 @@ from hpd_core.preprocess import preprocess
 from hpd_core.result import BranchRecord, ParseResult, Stats
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 
-LOOP_WINDOW = 240  # tokens; a branch whose last LOOP_WINDOW tokens repeat one short n-gram is stopped
-
 
 @dataclass(frozen=True)
 class EngineInfo:
@@ -230,7 +228,7 @@ class Engine:
             run = runs[b.page]
             b.pending, b.hidden = out.pending[i], out.hidden[i]
             drafted = [False] + [True] * out.accepted[i]
-            kept, flags, text = b.accept(out.emitted[i], drafted, self.special.stop, LOOP_WINDOW)
+            kept, flags, text = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
             run.tokens += len(kept)
             yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), text, run.tally.counts["rounds"],
                                  run.elapsed())

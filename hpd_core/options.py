@@ -13,9 +13,10 @@ class ParseOptions:
     use_mtp: bool = True               # P-MTP drafts verified greedily: same tokens, fewer forwards
     num_speculative_tokens: int = 6    # drafts per step, 1-10
     batch_children: bool = False       # False: children decoded in place, one at a time; True: batched rounds
-    max_active_branches: int = 64      # branches advanced per round (batched mode)
+    max_active_branches: int = 64      # branches advanced per round (batched mode; over all pages decoded together)
     max_new_tokens: int = 8000         # per branch
     max_page_tokens: int = 64000       # all branches of a page together
+    loop_window: int = 240             # stop a branch whose last N tokens repeat one n-gram (n <= N/8); 0: off
 
     def __post_init__(self):
         if self.prompt not in PROMPTS:
@@ -26,6 +27,8 @@ class ParseOptions:
             raise ValueError("max_active_branches must be at least 1")
         if self.max_new_tokens < 1 or self.max_page_tokens < 1:
             raise ValueError("max_new_tokens and max_page_tokens must be at least 1")
+        if self.loop_window != 0 and self.loop_window < 16:
+            raise ValueError("loop_window must be 0 (off) or at least 16 tokens")
 
     @property
     def draft_tokens(self) -> int:
