@@ -25,7 +25,7 @@ JOIN_SECONDS = 30.0    # how long cancel() waits for the engine to stop
 
 class ParseJob:
     def __init__(self, engine: Engine, image: Image.Image, options: ParseOptions):
-        self.view = PageView(options, engine.tokenizer.stream)
+        self.view = PageView(options)
         self.lock = threading.Lock()           # held while the view changes or is rendered
         self.cancel_event = threading.Event()
         self.changed = threading.Event()

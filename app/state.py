@@ -4,8 +4,8 @@
 view. Everything here is derived from events alone, so the UI never reaches into the engine.
 
 Invariants:
-- `branches[i].text` is the concatenation of its pieces, each piece one token's text (decoded
-  by a per-branch incremental detokenizer) tagged with whether it was an accepted P-MTP draft.
+- `branches[i].text` is the concatenation of its pieces, each piece one token's text (as the
+  engine's `TokensAppended.pieces` gives it) tagged with whether it was an accepted P-MTP draft.
 - Live counters follow the engine's accounting (result.Stats), so they agree with the final
   statistics; once `PageFinished` arrives, `summary()` reports the exact final statistics.
 """
@@ -13,9 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from hpd_core.events import BranchFinished, BranchForked, PageFinished, PageStarted, TokensAppended
 from hpd_core.grammar import BBox, Block, parse_blocks
@@ -25,10 +23,6 @@ from hpd_core.result import ParseResult
 RATE_WINDOW = 1.0      # seconds of decoding over which the current tokens/s is measured
 HISTORY_POINTS = 200   # the tokens/s history is sampled every elapsed / HISTORY_POINTS seconds ...
 HISTORY_STEP = 0.02    # ... but no more often than this
-
-
-class TextStream(Protocol):
-    def push(self, ids: list[int]) -> str: ...
 
 
 @dataclass
@@ -94,11 +88,10 @@ class Summary:
 
 
 class PageView:
-    def __init__(self, options: ParseOptions, new_stream: Callable[[], TextStream]):
-        self.options, self.new_stream = options, new_stream
+    def __init__(self, options: ParseOptions):
+        self.options = options
         self.started: PageStarted | None = None
         self.branches: dict[int, BranchView] = {}
-        self.streams: dict[int, TextStream] = {}
         self.result: ParseResult | None = None
         self.elapsed = 0.0
         self.tokens = self.steps = self.accepted = 0
@@ -125,7 +118,6 @@ class PageView:
     def _branch(self, branch: int) -> BranchView:
         if branch not in self.branches:
             self.branches[branch] = BranchView(branch)
-            self.streams[branch] = self.new_stream()
         return self.branches[branch]
 
     def _forked(self, event: BranchForked) -> None:
@@ -140,9 +132,8 @@ class PageView:
 
     def _tokens(self, event: TokensAppended) -> None:
         view = self._branch(event.branch)
-        stream = self.streams[event.branch]
-        for token, drafted in zip(event.token_ids, event.drafted):
-            view.add_piece(stream.push([token]), drafted)
+        for piece, drafted in zip(event.pieces, event.drafted):
+            view.add_piece(piece, drafted)
         accepted = sum(event.drafted)
         view.tokens += len(event.token_ids)
         view.accepted += accepted

@@ -38,9 +38,10 @@ class Branch:
         return self.finish_reason is not None
 
     def accept(self, emitted: list[int], drafted: list[bool], stop: frozenset[int],
-               loop_window: int) -> tuple[list[int], list[bool], str]:
-        """Append emitted tokens up to the first stop token or the budget; returns what was kept
-        and its new text. Sets `finish_reason` ("stop", "length" or "loop") when the branch ends."""
+               loop_window: int) -> tuple[list[int], list[bool], list[str]]:
+        """Append emitted tokens up to the first stop token or the budget; returns what was kept,
+        its draft flags and each kept token's text. Sets `finish_reason` ("stop", "length" or
+        "loop") when the branch ends."""
         kept = 0
         for token in emitted:
             self.tokens.append(token)
@@ -54,9 +55,9 @@ class Branch:
             if self.finished:
                 break
         self.drafted += drafted[:kept]
-        new_text = self.stream.push(emitted[:kept])
-        self.text += new_text
-        return emitted[:kept], drafted[:kept], new_text
+        pieces = self.stream.pieces(emitted[:kept])
+        self.text += "".join(pieces)
+        return emitted[:kept], drafted[:kept], pieces
 
 
 def is_looping(tokens: list[int], window: int) -> bool:

@@ -228,10 +228,10 @@ class Engine:
             run = runs[b.page]
             b.pending, b.hidden = out.pending[i], out.hidden[i]
             drafted = [False] + [True] * out.accepted[i]
-            kept, flags, text = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
+            kept, flags, pieces = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
             run.tokens += len(kept)
-            yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), text, run.tally.counts["rounds"],
-                                 run.elapsed())
+            yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
+                                 run.tally.counts["rounds"], run.elapsed())
             if b.can_fork:
                 forks += [(run, b.row, out.starts[i] + j) for j, t in enumerate(kept) if t == self.special.fork]
             if not b.finished and run.tokens >= options.max_page_tokens:

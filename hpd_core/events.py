@@ -38,9 +38,10 @@ class BranchForked:
 class TokensAppended:
     page: int
     branch: int
-    token_ids: tuple[int, ...]
-    drafted: tuple[bool, ...]  # True where the token was an accepted P-MTP draft
-    text: str                  # newly completed text of the branch
+    token_ids: tuple[int, ...]  # empty from a remote engine, which sees text only
+    drafted: tuple[bool, ...]   # per piece: True where the token was an accepted P-MTP draft
+    pieces: tuple[str, ...]     # per token: the text it completed ("" inside a multi-byte character)
+    text: str                   # newly completed text of the branch: "".join(pieces)
     round: int                 # decode round (batched forward) that produced them
     elapsed: float             # seconds since the page's decoding started
 

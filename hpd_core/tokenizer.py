@@ -79,17 +79,14 @@ class HPDTokenizer:
 
 
 class TextStream:
-    """Incremental detokenizer: `push(ids)` returns the newly completed text."""
+    """Incremental detokenizer: `pieces(ids)` returns, per token, the text it completed ("" while
+    a multi-byte character is still open, and for stop tokens); `push(ids)` their concatenation."""
 
     def __init__(self, tok: HPDTokenizer):
         self.tok, self.decoder = tok, DecodeStream(skip_special_tokens=False)
 
+    def pieces(self, ids: list[int]) -> list[str]:
+        return ["" if i in self.tok.special.stop else self.decoder.step(self.tok.tokenizer, i) or "" for i in ids]
+
     def push(self, ids: list[int]) -> str:
-        out = []
-        for i in ids:
-            if i in self.tok.special.stop:
-                continue
-            piece = self.decoder.step(self.tok.tokenizer, i)
-            if piece:
-                out.append(piece)
-        return "".join(out)
+        return "".join(self.pieces(ids))

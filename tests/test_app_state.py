@@ -20,7 +20,7 @@ MODES = {
 
 
 def replay(engine, options, on_event=None) -> PageView:
-    view = PageView(options, engine.tokenizer.stream)
+    view = PageView(options)
     for event in engine.stream(PAGE, options):
         view.apply(event)
         if on_event is not None:
