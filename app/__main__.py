@@ -17,6 +17,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="hpd-demo", description=__doc__)
     parser.add_argument("--model", default=None,
                         help="checkpoint folder or Hugging Face repo id (default: the bundled model)")
+    parser.add_argument("--server", default=None,
+                        help="use an HPD server instead (hpd-serve or the official vLLM build), e.g. "
+                             "http://127.0.0.1:8118/v1")
+    parser.add_argument("--served-model-name", default="HPD-Parsing", help="model name on --server")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                         help="default: float32 on CPU, bfloat16 on CUDA")
@@ -29,7 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
-        engine = load_engine(args.model, device=args.device, dtype=DTYPES.get(args.dtype))
+        engine = load_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
+                             model=args.served_model_name)
     except ModelNotFound as err:
         raise SystemExit(f"hpd-demo: {err}") from err
     launch(build_demo(engine), server_name=args.host, server_port=args.port, share=args.share)

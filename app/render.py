@@ -73,9 +73,14 @@ def status_html(message: str, kind: str = "info", run: int | None = None) -> str
 
 
 def info_markdown(info: EngineInfo) -> str:
+    if getattr(info, "remote", False):
+        what = ("it honours the decoding options" if info.extensions else
+                "it decodes with its own settings: the options and the Compare tab do not apply")
+        return (f"**Backend** remote server `{info.path}` · **model** `{info.name}` · {what}. A server sends "
+                "text only: no token counts, accepted drafts or per-branch timing.")
     mtp = "yes" if info.mtp else "no (use_mtp unavailable)"
-    return (f"**Model** `{info.name}` · **device** {info.device} · **dtype** {info.dtype} · "
-            f"**parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
+    return (f"**Backend** in-process · **model** `{info.name}` · **device** {info.device} · **dtype** "
+            f"{info.dtype} · **parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
 
 
 # ---- statistics ------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def build_demo(engine: Engine) -> gr.Blocks:
         gr.Markdown(info_markdown(engine.info))
         with gr.Tab("Parse", id="parse"):
             document, options, parse_button, stop_button, panel = _parse_tab(engine)
-        with gr.Tab("Compare", id="compare"):
+        with gr.Tab("Compare", id="compare", visible=getattr(engine.info, "extensions", True)):
             mode, compare_button, compare_stop, compare_panel = _compare_tab()
         buttons = Buttons(parse_button, stop_button, mode, compare_button, compare_stop)
         handlers.wire(document, options, buttons, panel, compare_panel)

@@ -82,6 +82,9 @@ class Tally:
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """Model and ParseOptions flags, shared by hpd-parse and hpd-eval."""
     parser.add_argument("--model", help="checkpoint folder or hub repo id (default: the bundled model)")
+    parser.add_argument("--server", help="use an HPD server instead (hpd-serve or the official vLLM build), "
+                                         "e.g. http://127.0.0.1:8118/v1")
+    parser.add_argument("--served-model-name", default="HPD-Parsing", help="model name on --server")
     parser.add_argument("--prompt", choices=("fork", "plain"), default="fork",
                         help="fork: layout branch + content branches; plain: one trajectory")
     parser.add_argument("--no-mtp", action="store_true", help="plain greedy decoding, no P-MTP drafts")
@@ -102,11 +105,11 @@ def parse_options(args: argparse.Namespace) -> ParseOptions:
         raise UsageError(str(err)) from err
 
 
-def load(model: str | None, options: ParseOptions):
-    """The engine for `options`, or a UsageError saying why there is none."""
+def load(args: argparse.Namespace, options: ParseOptions):
+    """The engine of --server or --model for `options`, or a UsageError saying why there is none."""
     from hpd_core.loader import ModelNotFound, load_engine  # torch: imported only when a model is needed
     try:
-        engine = load_engine(model)
+        engine = load_engine(args.server or args.model, model=args.served_model_name)
     except ModelNotFound as err:
         raise UsageError(f"{err}; pass --model FOLDER") from err
     if options.use_mtp and not engine.info.mtp:
@@ -290,7 +293,7 @@ def run(args, cancel: threading.Event) -> int:
         except DocumentError as err:
             report(doc, err, tally)
     tally.skipped = sum(len(p.pages) - len(p.todo) for p in plans)
-    engine = load(args.model, options) if any(p.todo for p in plans) else None
+    engine = load(args, options) if any(p.todo for p in plans) else None
     with tqdm(total=sum(len(p.todo) for p in plans), unit="page", file=sys.stderr, dynamic_ncols=True) as bar:
         for p in plans:
             try:

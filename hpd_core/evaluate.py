@@ -191,7 +191,7 @@ def load_samples(args) -> tuple[list[Sample], str]:
 def run(args) -> str:
     options = parse_options(args)
     samples, described = load_samples(args)
-    engine = load(args.model, options)
+    engine = load(args, options)
     rows, scores = score(engine, samples, options)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
