@@ -14,7 +14,10 @@ not silently passed over). For each document OUTDIR gets:
 get a short hash of their path appended. Files are written atomically (temp file + rename),
 so an interrupted run leaves only whole files; a page whose .md and .json both exist is
 skipped unless --overwrite (resume). A document that cannot be read is reported on stderr in
-one line (the DocumentError message) and the others continue.
+one line (the DocumentError message) and the others continue. Limits on documents
+(documents.Limits: file size, pages per document, pixels) come from --max-file-bytes,
+--max-pages, --max-page-pixels, --max-image-pixels, else from the HPD_MAX_* environment
+variables, else the defaults; a document over --max-pages fails before any page is parsed.
 
 Exit codes: 0 all documents parsed, 1 some failed, 2 usage error, 130 interrupted. The first
 Ctrl-C stops the engine at its next decode round and keeps the pages already written; a
@@ -34,20 +37,22 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import pymupdf
 from tqdm import tqdm
 
-from hpd_core.documents import DocumentError, count_pages, detect_kind, iter_pages, parse_page_ranges
+from hpd_core.documents import (DocumentError, Limits, count_pages, detect_kind, display_name, iter_pages,
+                                parse_page_ranges)
 from hpd_core.events import PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DOC_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"})
 PAGE_SEPARATOR = "\n\n---\n\n"
+LIMIT_FLAGS = {f.name: "--" + f.name.replace("_", "-") for f in fields(Limits)}  # max_pages -> --max-pages
 
 
 class UsageError(Exception):
@@ -95,6 +100,24 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dpi", type=float, default=90, help="PDF render resolution")
 
 
+def add_limit_arguments(parser: argparse.ArgumentParser, names: Sequence[str] = tuple(LIMIT_FLAGS)) -> None:
+    """documents.Limits flags, shared by hpd-parse, hpd-demo and hpd-serve; see `limits_of`."""
+    group = parser.add_argument_group("document limits (default: the HPD_MAX_* environment variable, "
+                                      "else the value shown)")
+    for name in names:
+        group.add_argument(LIMIT_FLAGS[name], type=int, metavar="N",
+                           help=f"{getattr(Limits(), name):,} (HPD_{name.upper()})")
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    """The limits of the flags given, else of the environment (Limits.from_env); UsageError if invalid."""
+    try:
+        given = {name: value for name in LIMIT_FLAGS if (value := getattr(args, name, None)) is not None}
+        return replace(Limits.from_env(), **given)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
 def parse_options(args: argparse.Namespace) -> ParseOptions:
     try:
         return ParseOptions(prompt=args.prompt, use_mtp=not args.no_mtp,
@@ -125,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--password", help="password for encrypted PDFs")
     parser.add_argument("--overwrite", action="store_true", help="parse again pages that are already written")
     add_decoding_arguments(parser)
+    add_limit_arguments(parser)
     return parser
 
 
@@ -191,13 +215,19 @@ def page_paths(out: Path, doc: Document, number: int) -> tuple[Path, Path]:
     return stem.with_suffix(".md"), stem.with_suffix(".json")
 
 
-def plan(doc: Document, out: Path, spec: str, password: str | None, overwrite: bool) -> Plan:
+def plan(doc: Document, out: Path, spec: str, password: str | None, overwrite: bool,
+         limits: Limits = Limits()) -> Plan:
     """The pages of `doc` to parse. --pages is applied to each document; selected pages past
-    its end are dropped, and a selection with none left is a DocumentError."""
-    count = count_pages(doc.path, password)
+    its end are dropped; a selection with none left, or over `limits.max_pages`, is a DocumentError."""
+    count = count_pages(doc.path, password, limits)
+    name = display_name(doc.path)
     pages = tuple(n for n in parse_page_ranges(spec, max(count, highest_number(spec))) if n <= count)
     if not pages:
-        raise DocumentError(f"{doc.path.name!r} has {count} page{'s' * (count != 1)}; --pages {spec} selects none")
+        raise DocumentError(f"{name!r} has {count} page{'s' * (count != 1)}; --pages {spec} selects none")
+    if len(pages) > limits.max_pages:
+        raise DocumentError(f"{name!r}: {len(pages):,} pages selected, over the limit of max_pages="
+                            f"{limits.max_pages:,} per document; select fewer (e.g. --pages "
+                            f"1-{limits.max_pages}) or raise --max-pages")
     todo = tuple(n for n in pages if overwrite or not all(p.is_file() for p in page_paths(out, doc, n)))
     return Plan(doc, pages, todo)
 
@@ -215,9 +245,15 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_page(out: Path, doc: Document, number: int, result) -> None:
-    md, js = page_paths(out, doc, number)
-    record = {"source": str(doc.path), "page": number, **result.to_dict()}
+def printable(path: Path) -> str:
+    """`path` as text that encodes as UTF-8: bytes of a non-UTF-8 name shown as \\xff escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def write_page(out: Path, doc: Document, page, result) -> None:
+    md, js = page_paths(out, doc, page.number)
+    record = {"source": printable(doc.path), "page": page.number, **result.to_dict()}
+    record["warnings"] = [*page.warnings, *record["warnings"]]
     write_atomic(js, json.dumps(record, ensure_ascii=False, indent=1))
     write_atomic(md, result.markdown)
 
@@ -264,16 +300,16 @@ def run_document(engine, plan_: Plan, args, options, cancel: threading.Event, ba
         tally.tokens += n
         bar.set_postfix_str(f"{tally.tokens / (time.perf_counter() - tally.started):.0f} tok/s", refresh=False)
 
-    pages = iter_pages(plan_.doc.path, plan_.todo, args.dpi, args.password) if plan_.todo else iter(())
+    pages = iter_pages(plan_.doc.path, plan_.todo, args.dpi, args.password, limits_of(args)) if plan_.todo else ()
     for page in pages:
         if cancel.is_set():
             return False
         for warning in page.warnings:
-            bar.write(f"hpd-parse: warning: {plan_.doc.path}: {warning}", file=sys.stderr)
+            bar.write(f"hpd-parse: warning: {printable(plan_.doc.path)}: {warning}", file=sys.stderr)
         result = parse_page(engine, page, options, cancel, on_tokens)
         if result.cancelled:
             return False
-        write_page(args.out, plan_.doc, page.number, result)
+        write_page(args.out, plan_.doc, page, result)
         tally.pages += 1
         bar.update(1)
     write_document(args.out, plan_)
@@ -282,6 +318,7 @@ def run_document(engine, plan_: Plan, args, options, cancel: threading.Event, ba
 
 def run(args, cancel: threading.Event) -> int:
     options = parse_options(args)
+    limits = limits_of(args)
     check_page_spec(args.pages)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
@@ -289,7 +326,7 @@ def run(args, cancel: threading.Event) -> int:
     plans = []
     for doc in name_documents(find_documents(args.inputs, args.out)):
         try:
-            plans.append(plan(doc, args.out, args.pages, args.password, args.overwrite))
+            plans.append(plan(doc, args.out, args.pages, args.password, args.overwrite, limits))
         except DocumentError as err:
             report(doc, err, tally)
     tally.skipped = sum(len(p.pages) - len(p.todo) for p in plans)
@@ -310,7 +347,7 @@ def run(args, cancel: threading.Event) -> int:
 
 def report(doc: Document, err: Exception, tally: Tally, bar=None) -> None:
     tally.failed += 1
-    line = f"hpd-parse: failed: {doc.path}: {err}"
+    line = f"hpd-parse: failed: {printable(doc.path)}: {err}"
     if bar is None:
         print(line, file=sys.stderr)
     else:

@@ -14,7 +14,9 @@ Promises:
   scaled to 8 bits (value / 257), not clipped. For the wide modes I and F, values above
   255 are taken as 16-bit data and scaled the same way.
 
-Limits (all configurable through `Limits`):
+Limits (all configurable through `Limits`; `Limits.from_env()` reads HPD_MAX_FILE_BYTES,
+HPD_MAX_PAGES, HPD_MAX_PAGE_PIXELS and HPD_MAX_IMAGE_PIXELS, and the entry points take
+flags of the same names, e.g. --max-pages):
 - max_file_bytes   = 100 MiB      size of the file.
 - max_pages        = 500          pages per request (the selection), not pages in the file.
 - max_page_pixels  = 40,000,000   rendered PDF page; a larger page is rendered at a lower
@@ -29,9 +31,9 @@ import io
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +59,22 @@ class Limits:
         for name, value in vars(self).items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
+        """The defaults, each overridden by its environment variable (HPD_ + the name in
+        capitals, e.g. HPD_MAX_PAGES=50); a value that is not a positive int is a ValueError."""
+        values = {}
+        for name in (f.name for f in fields(cls)):
+            variable = f"HPD_{name.upper()}"
+            if (text := environ.get(variable)) is None:
+                continue
+            digits = text.strip().replace("_", "")
+            value = int(digits) if digits.isascii() and digits.isdigit() else 0
+            if value < 1:
+                raise ValueError(f"{variable} must be a positive int, got {text!r}")
+            values[name] = value
+        return cls(**values)
 
 
 @dataclass(frozen=True)
