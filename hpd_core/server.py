@@ -1,7 +1,8 @@
 """`hpd-serve`: an OpenAI-compatible server with the official HPD vLLM contract (HPD_FORMAT.md §10).
 
     hpd-serve [--model PATH] [--host 127.0.0.1] [--port 8118] [--served-model-name HPD-Parsing]
-              [--max-concurrency 1] [--max-queue 16] [--max-body-mb 20] [--allow-image-urls]
+              [--max-concurrency 1] [--max-queue 16] [--max-body-mb 20] [--max-image-pixels N]
+              [--allow-image-urls]
 
 Contract (what the official client sends works unmodified):
 - `POST /v1/chat/completions`: one user message whose content holds one `image_url` part (a
@@ -17,7 +18,9 @@ Contract (what the official client sends works unmodified):
   then `data: [DONE]`; the streamed pieces concatenate to exactly the non-streamed content.
 - `GET /v1/models`, `GET /health` (decodes running, at peak, waiting, cancelled).
 - Admission: one decode per engine replica (--max-concurrency), at most --max-queue requests
-  waiting for one, beyond that 429; bodies over --max-body-mb get 413; every 4xx is an
+  waiting for one, beyond that 429; bodies over --max-body-mb get 413; an image that is not
+  readable, is a PDF, or has more than --max-image-pixels pixels (default: HPD_MAX_IMAGE_PIXELS,
+  else 50,000,000; checked from its header, before decoding) gets 400; every 4xx is an
   OpenAI-format error (`{"error": {"message", "type", "param", "code"}}`). A client that
   disconnects cancels its decode.
 """
@@ -46,7 +49,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from PIL import Image
 from starlette.exceptions import HTTPException
 
-from hpd_core.documents import DocumentError, Limits, detect_kind, load_pages
+from hpd_core.cli import UsageError, add_limit_arguments, limits_of
+from hpd_core.documents import DocumentError, Limits, Page, detect_kind, load_pages
 from hpd_core.engine import Engine
 from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
@@ -68,6 +72,7 @@ class ServeConfig:
     max_queue: int = 16                   # requests waiting for an engine; more get 429
     max_body_bytes: int = 20 * 2**20
     allow_image_urls: bool = False        # fetch http(s) image URLs (off: the server makes no requests)
+    limits: Limits = Limits()             # of images; their max_file_bytes is max_body_bytes
 
 
 class RequestError(Exception):
@@ -203,15 +208,16 @@ async def fetch_image_bytes(url: str, limit: int) -> bytes:
         raise RequestError(400, f"cannot fetch the image at {url}: {err}") from err
 
 
-def decode_image(data: bytes, limit: int) -> Image.Image:
+def decode_image(data: bytes, limits: Limits) -> Page:
+    """The first page of an image (its warnings say when frames were left out)."""
     try:
         if detect_kind(data) != "image":
             raise RequestError(400, "the image_url holds a PDF; send one page image (PNG, JPEG, WebP, "
                                     "TIFF, BMP) per request")
-        [page] = load_pages(data, pages=[1], limits=Limits(max_file_bytes=limit))
+        [page] = load_pages(data, pages=[1], limits=limits)
     except DocumentError as err:
         raise RequestError(400, f"the image_url is not a readable image: {err}") from err
-    return page.image
+    return page
 
 
 # ---- document-order streaming -----------------------------------------------------------
@@ -505,11 +511,11 @@ def create_app(engines: Sequence[Engine], config: ServeConfig = ServeConfig()) -
         chat_request = parse_chat_request(await read_json(request, config.max_body_bytes), config, defaults)
         if chat_request.options.use_mtp and not info.mtp:
             raise RequestError(400, "use_mtp needs a P-MTP head, and this model has none", "use_mtp")
-        image = decode_image(await fetch_image_bytes(chat_request.image_url, config.max_body_bytes),
-                             config.max_body_bytes)
-        decode = Decode(admission, await admission.acquire(), image, chat_request.options)
+        page = decode_image(await fetch_image_bytes(chat_request.image_url, config.max_body_bytes),
+                            replace(config.limits, max_file_bytes=config.max_body_bytes))
+        decode = Decode(admission, await admission.acquire(), page.image, chat_request.options)
         reply = Reply(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), config.served_model_name,
-                      chat_request.warnings)
+                      chat_request.warnings + page.warnings)
         if not chat_request.stream:
             return await complete(decode, reply, request)
         order = DocumentOrder(first.tokenizer, chat_request.options.prompt == "fork")
@@ -552,9 +558,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-queue", type=int, default=16, help="requests waiting for a decode; more get 429")
     p.add_argument("--max-body-mb", type=float, default=20)
     p.add_argument("--allow-image-urls", action="store_true", help="let requests name http(s) image URLs")
+    add_limit_arguments(p, ["max_image_pixels"])
     args = p.parse_args(argv)
     if args.max_concurrency < 1 or args.max_queue < 0 or args.max_body_mb <= 0:
         p.error("--max-concurrency must be >= 1, --max-queue >= 0 and --max-body-mb > 0")
+    try:
+        args.limits = limits_of(args)
+    except UsageError as err:
+        p.error(str(err))
     return args
 
 
@@ -571,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> None:
               "authentication", file=sys.stderr)
     engine = load_engine(args.model)
     config = ServeConfig(args.served_model_name, args.max_queue, int(args.max_body_mb * 2**20),
-                         args.allow_image_urls)
+                         args.allow_image_urls, args.limits)
     app = create_app(replicas(engine, args.max_concurrency), config)
     log.info("serving %s (%s) as %r on http://%s:%d/v1", engine.info.name, engine.info.device,
              args.served_model_name, args.host, args.port)
