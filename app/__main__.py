@@ -6,8 +6,9 @@ import argparse
 
 import torch
 
-from app.ui import build_demo, launch
+from app.ui import CACHE_SECONDS, build_demo, launch
 from hpd_core import load_engine
+from hpd_core.cli import UsageError, add_limit_arguments, limits_of
 from hpd_core.loader import ModelNotFound
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -27,7 +28,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--share", action="store_true", help="also serve through a public gradio.live link")
-    return parser.parse_args(argv)
+    parser.add_argument("--cache-seconds", type=int, default=CACHE_SECONDS,
+                        help="delete uploads and served result files this long after they were made")
+    add_limit_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        args.limits = limits_of(args)
+    except UsageError as err:
+        parser.error(str(err))
+    if args.cache_seconds < 1:
+        parser.error("--cache-seconds must be at least 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
                              model=args.served_model_name)
     except ModelNotFound as err:
         raise SystemExit(f"hpd-demo: {err}") from err
-    launch(build_demo(engine), server_name=args.host, server_port=args.port, share=args.share)
+    launch(build_demo(engine, args.limits, args.cache_seconds), args.limits, server_name=args.host,
+           server_port=args.port, share=args.share)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Compare tab: the same page decoded twice (MTP off/on, serial/batched children, p
 from __future__ import annotations
 
 import itertools
+import shutil
 import tempfile
 import threading
 import time
@@ -29,7 +30,7 @@ from app.job import ParseJob
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
                         status_html, tree_html)
 from app.timeline import sparkline_svg, timeline_svg
-from hpd_core.documents import DocumentError, Page, PasswordRequired, count_pages, load_pages
+from hpd_core.documents import DocumentError, Limits, Page, PasswordRequired, count_pages, load_pages
 from hpd_core.engine import Engine
 from hpd_core.options import ParseOptions
 
@@ -37,7 +38,8 @@ FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
          {"left": "$", "right": "$", "display": False}]
 SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
-MAX_UPLOAD = "100mb"     # documents.Limits.max_file_bytes
+CACHE_SECONDS = 3600     # uploads and the result files Gradio serves are deleted this long after they were made
+MAX_RUNS = 16            # sessions whose last run is kept (for Stop); the oldest are dropped first
 DEFAULTS = ParseOptions()
 
 
@@ -105,15 +107,24 @@ class Run:
     number: int                  # runs of this demo, counted from 1
     shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
     slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
+    downloads: Path | None = None  # folder of the result files written for this run
+
+    def discard_downloads(self) -> None:
+        """Our copies only: Gradio serves its own cached copies (deleted after CACHE_SECONDS)."""
+        if self.downloads is not None:
+            shutil.rmtree(self.downloads, ignore_errors=True)
+            self.downloads = None
 
 
 # ---- layout ---------------------------------------------------------------------------------------
 
-def build_demo(engine: Engine) -> gr.Blocks:
+def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = CACHE_SECONDS) -> gr.Blocks:
+    """The app over `engine`; documents are loaded within `limits` (serve it with the same
+    limits: `launch(demo, limits)`), Gradio's cached files are deleted after `cache_seconds`."""
     pymupdf.TOOLS.mupdf_display_errors(False)  # damaged PDFs: our DocumentError says it, not stdout
-    handlers = Handlers(engine)
+    handlers = Handlers(engine, limits)
     with gr.Blocks(title="HPD-Parsing: hierarchical parallel decoding, live", analytics_enabled=False,
-                   delete_cache=(3600, 3600)) as demo:
+                   delete_cache=(cache_seconds, cache_seconds)) as demo:
         gr.Markdown("# HPD-Parsing, live\nA layout branch writes one `<BLOCK>label [box]<FORK>` per block; "
                     "each `<FORK>` starts a child branch that writes the block. P-MTP drafts tokens that "
                     "one forward verifies. Watch both happen, then compare the decoders.")
@@ -212,9 +223,10 @@ def _compare_tab():
     return mode, compare_button, compare_stop, ComparePanel(status, sides[0], sides[1], summary, diff)
 
 
-def launch(demo: gr.Blocks, **kwargs):
-    """`demo.launch` with the app's theme, CSS and upload limit."""
-    return demo.launch(theme=gr.themes.Soft(primary_hue="blue"), css=CSS, max_file_size=MAX_UPLOAD, **kwargs)
+def launch(demo: gr.Blocks, limits: Limits = Limits(), **kwargs):
+    """`demo.launch` with the app's theme, CSS and upload limit (`limits.max_file_bytes`)."""
+    return demo.launch(theme=gr.themes.Soft(primary_hue="blue"), css=CSS, max_file_size=limits.max_file_bytes,
+                       **kwargs)
 
 
 # ---- handlers -------------------------------------------------------------------------------------
@@ -223,12 +235,13 @@ class Handlers:
     """Event handlers of one demo. One job at a time per browser session; the engine's lock and
     the queue's concurrency group keep the sessions' decodes one after another."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.runs: dict[str, Run] = {}   # session hash -> its current (or last) run
+    def __init__(self, engine: Engine, limits: Limits = Limits()):
+        self.engine, self.limits = engine, limits
+        self.runs: dict[str, Run] = {}   # session hash -> its current (or last) run; oldest first
         self.runs_lock = threading.Lock()
         self.run_numbers = itertools.count(1)
-        self.downloads = Path(tempfile.mkdtemp(prefix="hpd-demo-"))
+        self.downloads_dir = tempfile.TemporaryDirectory(prefix="hpd-demo-")  # removed with the Handlers
+        self.downloads = Path(self.downloads_dir.name)
         self.document: Document | None = None          # set by wire()
         self.parse_panel: ParsePanel | None = None
         self.compare_panel: ComparePanel | None = None
@@ -262,8 +275,8 @@ class Handlers:
             return {d.page: hidden, d.password: gr.Textbox(visible=False), p.page: None, p.legend: "",
                     p.status: status_html("Upload a document or pick an example, then press Parse.")}
         try:
-            pages = count_pages(path, password or None)
-            image = load_page(path, 1, dpi, password).image
+            pages = count_pages(path, password or None, self.limits)
+            page = load_page(path, 1, dpi, password, self.limits)
         except PasswordRequired as err:
             gr.Warning(str(err))
             return {d.page: hidden, d.password: gr.Textbox(visible=True), p.page: None, p.legend: "",
@@ -272,26 +285,27 @@ class Handlers:
             gr.Warning(str(err))
             return {d.page: hidden, d.password: gr.Textbox(visible=bool(password)), p.page: None, p.legend: "",
                     p.status: status_html(str(err), "error")}
-        name = Path(path).name
+        message = noted(f"{page.source}: {pages:,} page{'s' * (pages > 1)}. Press Parse.", page)
         return {d.page: gr.Slider(value=1, minimum=1, maximum=max(pages, 2), visible=pages > 1),
-                d.password: gr.Textbox(visible=bool(password)), p.page: image, p.legend: "",
-                p.status: status_html(f"{name}: {pages} page{'s' * (pages > 1)}. Press Parse.")}
+                d.password: gr.Textbox(visible=bool(password)), p.page: page.image, p.legend: "",
+                p.status: status_html(message)}
 
     def show_page(self, path: str | None, number: float, dpi: float, password: str):
         p = self.parse_panel
         if not path:
             return {p.page: None, p.legend: ""}
         try:
-            return {p.page: load_page(path, number, dpi, password).image, p.legend: "",
-                    p.status: status_html(f"{Path(path).name}, page {int(number)}. Press Parse.")}
+            page = load_page(path, number, dpi, password, self.limits)
         except DocumentError as err:
             gr.Warning(str(err))
             return {p.page: None, p.legend: "", p.status: status_html(str(err), "error")}
+        return {p.page: page.image, p.legend: "", p.status: status_html(
+            noted(f"{page.source}, page {page.number}. Press Parse.", page))}
 
     # -- parsing --
 
     def parse(self, path, number, dpi, password, use_mtp, k, batch, active, new, prompt, request: gr.Request):
-        page = page_or_error(path, number, dpi, password)
+        page = page_or_error(path, number, dpi, password, self.limits)
         p = self.parse_panel
         with self._running(request, page, options_or_error(use_mtp, k, batch, active, new, prompt)) as run:
             yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
@@ -311,12 +325,22 @@ class Handlers:
         On exit, also when Stop or a closed tab closes the handler, the job is cancelled: the
         engine is free again."""
         run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers))
-        with self.runs_lock:
-            self.runs[request.session_hash or "api"] = run
+        self._keep(request.session_hash or "api", run)
         try:
             yield run
         finally:
             run.job.cancel()
+
+    def _keep(self, session: str, run: Run) -> None:
+        """Make `run` the session's run. The session's previous run and, beyond MAX_RUNS sessions,
+        the oldest runs (finished: decodes run one at a time) are dropped with their files."""
+        with self.runs_lock:
+            dropped = [self.runs.pop(session, None)]
+            self.runs[session] = run
+            while len(self.runs) > MAX_RUNS:
+                dropped.append(self.runs.pop(next(iter(self.runs))))
+        for old in filter(None, dropped):
+            old.discard_downloads()
 
     def _live(self, run: Run) -> dict:
         p = self.parse_panel
@@ -345,12 +369,14 @@ class Handlers:
 
     def _final(self, run: Run) -> dict:
         p, view, result = self.parse_panel, run.job.view, run.job.view.result
+        run.discard_downloads()
         md_path, json_path = write_downloads(self.downloads, run.page.source, run.page.number, result)
+        run.downloads = md_path.parent
         s = result.stats
         verb = "Stopped; partial output of" if result.cancelled else "Parsed"
-        message = (f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
-                   f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s ({s.tokens_per_second:,.0f} tok/s, "
-                   f"τ = {s.mean_accepted_length:.2f}).")
+        message = noted(f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
+                        f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s "
+                        f"({s.tokens_per_second:,.0f} tok/s, τ = {s.mean_accepted_length:.2f}).", run.page)
         return {p.status: status_html(message, "error" if result.cancelled else "done", run.number),
                 p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
                 p.tree: tree_html(view), p.branches: branches_html(view),
@@ -378,13 +404,15 @@ class Handlers:
         """The session ended: stop its run and drop it."""
         self._stop(request)
         with self.runs_lock:
-            self.runs.pop(request.session_hash or "api", None)
+            run = self.runs.pop(request.session_hash or "api", None)
+        if run is not None:
+            run.discard_downloads()
 
     # -- comparing --
 
     def compare(self, path, number, dpi, password, mode, use_mtp, k, batch, active, new, prompt,
                 request: gr.Request):
-        page = page_or_error(path, number, dpi, password)
+        page = page_or_error(path, number, dpi, password, self.limits)
         base = options_or_error(use_mtp, k, batch, active, new, prompt)
         c = self.compare_panel
         variants = MODES[mode]
@@ -424,17 +452,26 @@ class Handlers:
 
 # ---- inputs -> engine arguments -------------------------------------------------------------------
 
-def load_page(path: str, number: float, dpi: float, password: str | None) -> Page:
-    return load_pages(path, [int(number)], dpi=float(dpi), password=password or None)[0]
+def load_page(path: str, number: float, dpi: float, password: str | None, limits: Limits = Limits()) -> Page:
+    return load_pages(path, [int(number)], dpi=float(dpi), password=password or None, limits=limits)[0]
 
 
-def page_or_error(path: str | None, number: float, dpi: float, password: str | None) -> Page:
+def page_or_error(path: str | None, number: float, dpi: float, password: str | None,
+                  limits: Limits = Limits()) -> Page:
     if not path:
         raise gr.Error("Upload a document or pick an example first.", print_exception=False)
     try:
-        return load_page(path, number or 1, dpi or 90, password)
+        page = load_page(path, number or 1, dpi or 90, password, limits)
     except DocumentError as err:
         raise gr.Error(str(err), print_exception=False) from err
+    for warning in page.warnings:
+        gr.Warning(warning)
+    return page
+
+
+def noted(message: str, page: Page) -> str:
+    """`message` followed by the page's warnings (e.g. rendered at a lower DPI than asked)."""
+    return " ".join([message, *(f"Note: {w}." for w in page.warnings)])
 
 
 def options_or_error(use_mtp, num_speculative_tokens, batch_children, max_active_branches, max_new_tokens,
