@@ -1,0 +1,149 @@
+"""Bad model output: loops and runaway pages are bounded, extra forks wait their turn, a child's
+<FORK> stays text, malformed headers and boxes never break the result, the JSON or the UI.
+
+The tiny forking checkpoint (tests/tiny.py) is such a model: its layout branch cycles
+`<BLOCK>#<FORK>` forever (period 3, no label, no box).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from app.boxes import draw_boxes
+from hpd_core import load_engine
+from hpd_core.events import BranchForked, PageFinished
+from hpd_core.grammar import GRID, Block, parse_blocks
+from hpd_core.markdown import to_markdown
+from hpd_core.options import ParseOptions
+from hpd_core.result import ParseResult, Stats
+from tests.tiny import byte_id, byte_tokenizer
+
+PAGE = Image.new("RGB", (60, 80), "white")
+STOPPED = {"stop", "length", "loop", "page_budget"}  # every reason but "cancelled"
+
+
+def reasons(result: ParseResult) -> list[str]:
+    return [b.finish_reason for b in result.branches]
+
+
+def test_the_loop_detector_stops_a_layout_branch_that_repeats_forever(app_engine):
+    result = app_engine.parse(PAGE, ParseOptions(max_new_tokens=100_000))  # loop_window 240 by default
+    parent = result.branches[0]
+    assert parent.finish_reason == "loop" and result.to_dict()["branches"][0]["finish_reason"] == "loop"
+    assert 240 <= len(parent.token_ids) < 240 + 7  # stopped within the step that completed the window
+    assert set(reasons(result)[1:]) <= STOPPED
+    assert json.loads(json.dumps(result.to_dict()))["branches"][0]["finish_reason"] == "loop"
+
+
+def test_without_the_loop_detector_max_new_tokens_bounds_the_branch(app_engine):
+    result = app_engine.parse(PAGE, ParseOptions(max_new_tokens=120, loop_window=0))
+    assert reasons(result)[0] == "length" and len(result.branches[0].token_ids) == 120
+    assert all(len(b.token_ids) <= 120 for b in result.branches)
+
+
+@pytest.mark.parametrize("batch_children", [False, True])
+def test_max_page_tokens_bounds_a_page_of_looping_branches(app_engine, batch_children):
+    options = ParseOptions(max_new_tokens=100_000, loop_window=0, max_page_tokens=150, batch_children=batch_children)
+    result = app_engine.parse(PAGE, options)
+    assert "page_budget" in reasons(result) and set(reasons(result)) <= STOPPED
+    # the budget is checked after each step: branches in flight add at most one step (k + 1 tokens) each
+    late = sum(1 for b in result.branches if b.finish_reason == "page_budget" or len(b.token_ids) <= 7)
+    assert 150 <= result.stats.generated_tokens <= 150 + 7 * late
+
+
+def test_a_loop_shorter_than_an_eighth_of_the_window_is_what_the_detector_sees():
+    from hpd_core.branch import is_looping
+    cycle = [6, 35, 7] * 100  # <BLOCK> # <FORK>, period 3
+    assert is_looping(cycle, 240) and is_looping(cycle, 24)
+    assert not is_looping(cycle, 16)  # n <= 16 // 8 = 2 < 3: use loop_window >= 24 for period-3 loops
+    assert not is_looping(list(range(300)), 240)
+
+
+@pytest.mark.parametrize("active", [1, 3])
+def test_more_forks_than_max_active_branches_are_all_decoded_with_identical_results(app_engine, active):
+    wide = app_engine.parse(PAGE, ParseOptions(max_new_tokens=60, batch_children=True, max_active_branches=64))
+    narrow = app_engine.parse(PAGE, ParseOptions(max_new_tokens=60, batch_children=True, max_active_branches=active))
+    assert wide.stats.forked_branches == 20 > active
+    assert narrow.stats.peak_active_branches == active
+    assert narrow.text == wide.text
+    assert [(b.token_ids, b.finish_reason) for b in narrow.branches] == [
+        (b.token_ids, b.finish_reason) for b in wide.branches]
+    assert set(reasons(narrow)) <= STOPPED
+
+
+@pytest.fixture(scope="module")
+def forking_children(app_checkpoint):
+    """The tiny checkpoint with every content letter followed by <FORK>: children write `n<FORK><BLOCK>#...`."""
+    engine = load_engine(app_checkpoint)
+    lm, tok = engine.model.lm, byte_tokenizer()
+    with torch.no_grad():
+        for letter in "abcdefghijklmnopqrst":
+            lm.lm_head.weight[engine.special.fork] += 2 * lm.model.embed_tokens.weight[byte_id(tok, letter)] \
+                / lm.config.hidden_size ** 0.5
+    return engine
+
+
+@pytest.mark.parametrize("batch_children", [False, True])
+def test_a_childs_fork_stays_text_and_forks_nothing(forking_children, batch_children):
+    engine = forking_children
+    options = ParseOptions(max_new_tokens=400, batch_children=batch_children, loop_window=24)
+    events = list(engine.stream(PAGE, options))
+    result = events[-1].result
+    parent, children = result.branches[0], result.branches[1:]
+    fork = engine.special.fork
+    assert all(b.token_ids.count(fork) >= 5 for b in children) and children  # children wrote <FORK>s ...
+    assert result.stats.forked_branches == len(children) == parent.token_ids.count(fork)  # ... none forked
+    assert [e.branch for e in events if isinstance(e, BranchForked)] == list(range(1, len(children) + 1))
+    assert all("<FORK>" in b.text for b in children)
+    assert {b.finish_reason for b in children} == {"loop"}  # each child loops `<BLOCK>#<FORK>` and is stopped
+
+
+def test_headers_without_label_or_box_give_blocks_the_json_and_the_page_can_show(app_engine):
+    result = app_engine.parse(PAGE, ParseOptions(max_new_tokens=30))
+    assert result.blocks and all(b.bbox is None for b in result.blocks)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert all(b["bbox"] is None and b["bbox_1000"] is None for b in data["blocks"])
+    assert np.array_equal(np.asarray(draw_boxes(PAGE, result.blocks)), np.asarray(PAGE))  # nothing to draw
+
+
+MALFORMED = (
+    "stray text first<BLOCK>text [1,2,3]<CHILD>three numbers<BLOCK>text [a,b,c,d]<CHILD>letters"
+    "<BLOCK>title [900,950,100,50]<CHILD>reversed<BLOCK>text [-5,0,2000,1e999]<CHILD>infinite"
+    "<BLOCK>table [nan,0,1,1]<CHILD><table><tr><td>x<BLOCK>image [5,5,5,5]<BLOCK>[10,10,20,20]<CHILD>no label"
+    "<BLOCK>text [1,2,3,4,5]<CHILD>five<BLOCK>formula [0,0,1000<CHILD>\\[x^2\\]<BLOCK>text [0,0,10")
+
+
+def test_malformed_boxes_give_no_box_or_a_clamped_ordered_one_and_everything_downstream_works():
+    blocks = parse_blocks(MALFORMED)
+    assert [(b.label, b.bbox) for b in blocks] == [
+        ("text", None), ("text", None), ("text", None), ("title", (100, 50, 900, 950)), ("text", None),
+        ("table", None), ("image", (5, 5, 5, 5)), ("text", (10, 10, 20, 20)), ("text", None), ("formula", None),
+        ("text", None)]
+    assert [b.text for b in blocks[:4]] == ["stray text first", "three numbers", "letters", "reversed"]
+    result = ParseResult(MALFORMED, blocks, to_markdown(blocks), Stats(), (300, 400))
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["blocks"][3]["bbox"] == [30, 20, 270, 380]
+    boxed = np.asarray(draw_boxes(Image.new("RGB", (300, 400), "white"), blocks))
+    assert (boxed != 255).any()  # the readable boxes are drawn, the others skipped
+    assert "reversed" in result.markdown and "no label" in result.markdown
+
+
+def test_every_box_on_the_page_stays_inside_it():
+    blocks = [Block("text", box) for box in ((0, 0, GRID, GRID), (0, 0, 0, 0), (999, 999, GRID, GRID))]
+    for width, height in ((1, 1), (7, 3), (4000, 3)):
+        for block in blocks:
+            x1, y1, x2, y2 = block.page_bbox(width, height)
+            assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height
+        draw_boxes(Image.new("RGB", (width, height)), blocks)
+
+
+def test_the_stream_ends_with_the_page_for_every_kind_of_stop(app_engine):
+    for options in (ParseOptions(max_new_tokens=100_000), ParseOptions(max_page_tokens=40, loop_window=0),
+                    ParseOptions(max_new_tokens=5)):
+        events = list(app_engine.stream(PAGE, options))
+        assert isinstance(events[-1], PageFinished) and not events[-1].result.cancelled
