@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +13,7 @@ from hpd_core.grammar import (
 
 LABELS = ["text", "title", "list", "table", "formula", "image", "chart", "image_caption",
           "header", "footer", "page_number", "seal"]
-PROPERTY = settings(max_examples=2000, deadline=None)
+PROPERTY = settings(max_examples=int(os.environ.get("HPD_FUZZ_EXAMPLES", 2000)), deadline=None)
 
 # --- strategies -----------------------------------------------------------------------
 
