@@ -23,6 +23,7 @@ import gradio as gr
 import pymupdf
 
 from app.boxes import draw_boxes
+from app.cache import sweep_leftovers
 from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
 from app.examples import example_files
@@ -122,7 +123,7 @@ def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = C
     """The app over `engine`; documents are loaded within `limits` (serve it with the same
     limits: `launch(demo, limits)`), Gradio's cached files are deleted after `cache_seconds`."""
     pymupdf.TOOLS.mupdf_display_errors(False)  # damaged PDFs: our DocumentError says it, not stdout
-    handlers = Handlers(engine, limits)
+    handlers = Handlers(engine, limits, cache_seconds)
     with gr.Blocks(title="HPD-Parsing: hierarchical parallel decoding, live", analytics_enabled=False,
                    delete_cache=(cache_seconds, cache_seconds)) as demo:
         gr.Markdown("# HPD-Parsing, live\nA layout branch writes one `<BLOCK>label [box]<FORK>` per block; "
@@ -235,8 +236,8 @@ class Handlers:
     """Event handlers of one demo. One job at a time per browser session; the engine's lock and
     the queue's concurrency group keep the sessions' decodes one after another."""
 
-    def __init__(self, engine: Engine, limits: Limits = Limits()):
-        self.engine, self.limits = engine, limits
+    def __init__(self, engine: Engine, limits: Limits = Limits(), cache_seconds: int = CACHE_SECONDS):
+        self.engine, self.limits, self.cache_seconds = engine, limits, cache_seconds
         self.runs: dict[str, Run] = {}   # session hash -> its current (or last) run; oldest first
         self.runs_lock = threading.Lock()
         self.run_numbers = itertools.count(1)
@@ -245,11 +246,13 @@ class Handlers:
         self.document: Document | None = None          # set by wire()
         self.parse_panel: ParsePanel | None = None
         self.compare_panel: ComparePanel | None = None
+        self.cache: str | None = None                   # set by wire()
 
     def wire(self, document: Document, options: Options, buttons: Buttons, panel: ParsePanel,
              compare_panel: ComparePanel) -> None:
         """Connect the events; the handlers answer with {component: value} of these panels."""
         self.document, self.parse_panel, self.compare_panel = document, panel, compare_panel
+        self.cache = document.file.GRADIO_CACHE  # Gradio's upload folder
         d, p, c, b = document, panel, compare_panel, buttons
         preview_out = [d.page, d.password, p.page, p.legend, p.status]
         d.file.change(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="open_document")
@@ -341,6 +344,7 @@ class Handlers:
                 dropped.append(self.runs.pop(next(iter(self.runs))))
         for old in filter(None, dropped):
             old.discard_downloads()
+        sweep_leftovers(self.cache, self.cache_seconds)
 
     def _live(self, run: Run) -> dict:
         p = self.parse_panel
