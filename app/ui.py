@@ -108,12 +108,12 @@ class Run:
     number: int                  # runs of this demo, counted from 1
     shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
     slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
-    downloads: Path | None = None  # folder of the result files written for this run
+    downloads: tuple[Path, Path] | None = None  # (.md, .json) of the result, written once
 
     def discard_downloads(self) -> None:
         """Our copies only: Gradio serves its own cached copies (deleted after CACHE_SECONDS)."""
         if self.downloads is not None:
-            shutil.rmtree(self.downloads, ignore_errors=True)
+            shutil.rmtree(self.downloads[0].parent, ignore_errors=True)
             self.downloads = None
 
 
@@ -373,9 +373,7 @@ class Handlers:
 
     def _final(self, run: Run) -> dict:
         p, view, result = self.parse_panel, run.job.view, run.job.view.result
-        run.discard_downloads()
-        md_path, json_path = write_downloads(self.downloads, run.page.source, run.page.number, result)
-        run.downloads = md_path.parent
+        md_path, json_path = self._downloads(run)
         s = result.stats
         verb = "Stopped; partial output of" if result.cancelled else "Parsed"
         message = noted(f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
@@ -390,6 +388,15 @@ class Handlers:
                 p.markdown: result.markdown, p.raw: result.markdown, p.json: result.to_dict(),
                 p.download_md: gr.DownloadButton(value=str(md_path), visible=True),
                 p.download_json: gr.DownloadButton(value=str(json_path), visible=True)}
+
+    def _downloads(self, run: Run) -> tuple[Path, Path]:
+        """The run's result files, written once: Stop may render a run that the parse handler is
+        rendering too, and Gradio copies the files only after the handlers return."""
+        with self.runs_lock:
+            if run.downloads is None:
+                run.downloads = write_downloads(self.downloads, run.page.source, run.page.number,
+                                                run.job.view.result)
+            return run.downloads
 
     def stop(self, request: gr.Request):
         run = self._stop(request)

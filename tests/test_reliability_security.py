@@ -9,6 +9,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import httpx
@@ -159,6 +160,18 @@ def test_uploads_and_result_files_do_not_accumulate(short_cache_app, tmp_path):
         assert time.monotonic() < deadline, files(cache)
         time.sleep(0.2)
     assert len(files(cache)) <= 1  # the last request's empty file, until the next parse
+
+
+def test_result_files_are_written_once_per_run_and_kept_until_the_run_is_dropped(short_cache_app):
+    url, handlers, _ = short_cache_app
+    assert "Parsed page 1" in parse_in_new_session(url, PNG)
+    [run] = handlers.runs.values()
+    written = run.downloads
+    assert all(path.is_file() for path in written)
+    handlers._final(run)  # Stop renders a finished run again, maybe while Gradio still copies the first files
+    assert run.downloads == written and all(path.is_file() for path in written)
+    handlers.forget(SimpleNamespace(session_hash=next(iter(handlers.runs))))  # the tab was closed
+    assert not handlers.runs and not any(path.exists() for path in written)
 
 
 def test_servers_listen_on_loopback_unless_told_otherwise(app_checkpoint, monkeypatch, capsys):
