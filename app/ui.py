@@ -137,7 +137,7 @@ def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = C
         buttons = Buttons(parse_button, stop_button, mode, compare_button, compare_stop)
         handlers.wire(document, options, buttons, panel, compare_panel)
         demo.unload(handlers.forget)
-    demo.queue(default_concurrency_limit=1)
+    demo.queue(default_concurrency_limit=1, max_size=64)  # beyond 64 waiting requests: "queue is full"
     return demo
 
 

@@ -25,6 +25,7 @@ from PIL import Image
 
 from hpd_core import speculative
 from hpd_core.branch import Branch
+from hpd_core.documents import to_rgb
 from hpd_core.events import (BranchFinished, BranchForked, Event, PageFinished, PageStarted,
                              TokensAppended)
 from hpd_core.grammar import parse_blocks
@@ -133,6 +134,9 @@ class Engine:
             cache = self._new_cache()
             if options.prompt == "fork" and not options.batch_children:
                 for i, image in enumerate(images):
+                    if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
+                        yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                        continue
                     run = self._start_page(i, image, options, cache)
                     yield self._started(run)
                     yield from self._decode_serial(run, cache, options, cancel)
@@ -328,7 +332,10 @@ def cancelled(cancel: threading.Event | None) -> bool:
 
 
 def as_image(page) -> Image.Image:
+    """An 8-bit RGB image of a PIL image or a `documents.Page` (alpha on white, 16-bit scaled)."""
     image = getattr(page, "image", page)
     if not isinstance(image, Image.Image):
         raise TypeError(f"expected a PIL image or a Page, got {type(page).__name__}")
-    return image.convert("RGB")
+    if 0 in image.size:
+        raise ValueError(f"the image is empty ({image.width}x{image.height} pixels)")
+    return to_rgb(image)
