@@ -94,7 +94,7 @@ class PageView:
         self.branches: dict[int, BranchView] = {}
         self.result: ParseResult | None = None
         self.elapsed = 0.0
-        self.tokens = self.steps = self.accepted = 0
+        self.tokens = self.steps = self.accepted = self.drafted = 0
         self.round = self.round_size = self.peak_active = 0
         self.prefills = 0            # forwards that start children
         self.shared_prefix = 0
@@ -135,6 +135,7 @@ class PageView:
         for piece, drafted in zip(event.pieces, event.drafted):
             view.add_piece(piece, drafted)
         accepted = sum(event.drafted)
+        self.drafted += event.drafts
         view.tokens += len(event.token_ids)
         view.accepted += accepted
         view.steps.append((event.round, len(event.token_ids), accepted))
@@ -184,11 +185,10 @@ class PageView:
 
     def summary(self) -> Summary:
         live = sum(1 for b in self.branches.values() if b.finished is None)
-        k = self.options.draft_tokens
         summary = Summary(
             elapsed=self.elapsed, tokens=self.tokens, rate_now=self.rate_now(), rate_avg=self.rate_avg(),
             rounds=self.round, forwards=self.round + self.prefills, branches=len(self.branches), live=live,
-            peak_active=self.peak_active, shared_prefix_tokens=self.shared_prefix, drafted=k * self.steps,
+            peak_active=self.peak_active, shared_prefix_tokens=self.shared_prefix, drafted=self.drafted,
             accepted=self.accepted, mean_accepted_length=1 + self.accepted / self.steps if self.steps else 0.0,
             finished=False, cancelled=False, wall_seconds=None)
         return summary if self.result is None else final_summary(summary, self.result)

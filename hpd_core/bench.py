@@ -338,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ks", type=int_list, default=[2, 4, 6, 8], help="P-MTP draft lengths (1-10)")
     parser.add_argument("--pages-per-batch", type=int_list, help="default 1,4 on CPU, 1,16,64,256 on CUDA")
     parser.add_argument("--sweep-k", type=int, default=6, help="k of fork-batched + P-MTP in the batch sweep")
+    parser.add_argument("--draft-confidence", type=float, default=ParseOptions.draft_confidence,
+                        help="stop drafting where no draft reaches this probability (0: always k drafts)")
     parser.add_argument("--max-new-tokens", type=int, default=8000, help="per branch")
     parser.add_argument("--max-active-branches", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1,
@@ -366,7 +368,8 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
             if args.threads < 1:
                 raise ValueError("--threads must be at least 1")
             torch.set_num_threads(args.threads)
-        base = ParseOptions(max_new_tokens=args.max_new_tokens, max_active_branches=args.max_active_branches)
+        base = ParseOptions(max_new_tokens=args.max_new_tokens, max_active_branches=args.max_active_branches,
+                            draft_confidence=args.draft_confidence)
         for k in (*args.ks, args.sweep_k):
             ParseOptions(num_speculative_tokens=k)
         engine = load_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None)
@@ -409,7 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "hardware": hardware(device),
             "torch": torch.__version__, "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype})",
             "model_path": info.path, "pages": described, "max_new_tokens": args.max_new_tokens,
-            "max_active_branches": args.max_active_branches, "repeats": args.repeats}
+            "max_active_branches": args.max_active_branches, "draft_confidence": args.draft_confidence,
+            "repeats": args.repeats}
     out = args.out or RESULTS / safe_name(f"{info.name}-{device}")
     print(write_results(out, meta, cells, sweep, references["fork-serial"] == references["fork-batched"]))
     log(f"wrote {out}")

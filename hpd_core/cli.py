@@ -94,6 +94,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fork: layout branch + content branches; plain: one trajectory")
     parser.add_argument("--no-mtp", action="store_true", help="plain greedy decoding, no P-MTP drafts")
     parser.add_argument("-k", "--num-speculative-tokens", type=int, default=6, help="P-MTP drafts per step (1-10)")
+    parser.add_argument("--draft-confidence", type=float, default=ParseOptions.draft_confidence,
+                        help="stop drafting where no draft reaches this probability (0: always k drafts)")
     parser.add_argument("--batch-children", action="store_true", help="decode content branches in batched rounds")
     parser.add_argument("--max-active-branches", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=8000, help="per branch")
@@ -122,6 +124,7 @@ def parse_options(args: argparse.Namespace) -> ParseOptions:
     try:
         return ParseOptions(prompt=args.prompt, use_mtp=not args.no_mtp,
                             num_speculative_tokens=args.num_speculative_tokens,
+                            draft_confidence=args.draft_confidence,
                             batch_children=args.batch_children, max_active_branches=args.max_active_branches,
                             max_new_tokens=args.max_new_tokens)
     except ValueError as err:

@@ -217,9 +217,9 @@ class Engine:
     def _advance(self, runs: dict[int, PageRun], branches: list[Branch], cache: KVCache, options: ParseOptions):
         """One decode round over `branches`; yields their token events and returns the fork
         requests [(run, parent row, p)] for each `<FORK>` a forking branch emitted."""
-        k = options.draft_tokens
         out = speculative.step(self.model.lm, cache, [b.row for b in branches], [b.pending for b in branches],
-                               torch.stack([b.hidden for b in branches]), k)
+                               torch.stack([b.hidden for b in branches]), options.draft_tokens,
+                               options.draft_confidence)
         forks = []
         for run in {b.page: runs[b.page] for b in branches}.values():
             mine = [i for i, b in enumerate(branches) if b.page == run.index]
@@ -227,7 +227,7 @@ class Engine:
             c["forwards"] += 1
             c["rounds"] += 1
             c["peak_active_branches"] = max(c["peak_active_branches"], len(mine))
-            run.tally.add_step([out.accepted[i] for i in mine], k)
+            run.tally.add_step([out.accepted[i] for i in mine], out.drafts)
         for i, b in enumerate(branches):
             run = runs[b.page]
             b.pending, b.hidden = out.pending[i], out.hidden[i]
@@ -235,7 +235,7 @@ class Engine:
             kept, flags, pieces = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
             run.tokens += len(kept)
             yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
-                                 run.tally.counts["rounds"], run.elapsed())
+                                 out.drafts, run.tally.counts["rounds"], run.elapsed())
             if b.can_fork:
                 forks += [(run, b.row, out.starts[i] + j) for j, t in enumerate(kept) if t == self.special.fork]
             if not b.finished and run.tokens >= options.max_page_tokens:

@@ -42,6 +42,7 @@ class TokensAppended:
     drafted: tuple[bool, ...]   # per piece: True where the token was an accepted P-MTP draft
     pieces: tuple[str, ...]     # per token: the text it completed ("" inside a multi-byte character)
     text: str                   # newly completed text of the branch: "".join(pieces)
+    drafts: int                 # P-MTP drafts this step fed for the branch (0 without MTP)
     round: int                 # decode round (batched forward) that produced them
     elapsed: float             # seconds since the page's decoding started
 

@@ -12,6 +12,8 @@ class ParseOptions:
     prompt: str = "fork"               # "fork": layout branch + forked content branches; "plain": one trajectory
     use_mtp: bool = True               # P-MTP drafts verified greedily: same tokens, fewer forwards
     num_speculative_tokens: int = 6    # drafts per step, 1-10
+    draft_confidence: float = 0.5      # drafting stops after a position where no draft reaches this
+                                       # probability (0: always k drafts); the output does not change
     batch_children: bool = False       # False: children decoded in place, one at a time; True: batched rounds
     max_active_branches: int = 64      # branches advanced per round (batched mode; over all pages decoded together)
     max_new_tokens: int = 8000         # per branch
@@ -23,6 +25,8 @@ class ParseOptions:
             raise ValueError(f"prompt must be one of {PROMPTS}, not {self.prompt!r}")
         if not 1 <= self.num_speculative_tokens <= 10:
             raise ValueError(f"num_speculative_tokens must be 1-10, not {self.num_speculative_tokens}")
+        if not 0.0 <= self.draft_confidence < 1.0:
+            raise ValueError(f"draft_confidence must be in [0, 1), not {self.draft_confidence}")
         if self.max_active_branches < 1:
             raise ValueError("max_active_branches must be at least 1")
         if self.max_new_tokens < 1 or self.max_page_tokens < 1:

@@ -127,7 +127,7 @@ class BranchSplitter:
         return out + self._end_child(reason) + [BranchFinished(self.page, 0, reason, 0, self.clock())]
 
     def _text(self, branch: int, text: str) -> list[Event]:
-        return [TokensAppended(self.page, branch, (), (False,), (text,), text, self.round, self.clock())] if text else []
+        return [TokensAppended(self.page, branch, (), (False,), (text,), text, 0, self.round, self.clock())] if text else []
 
     def _header(self, header: str, forks: bool) -> list[Event]:
         header = header.replace(FORK, "")

@@ -6,6 +6,8 @@
 
 With k = 0 this is plain greedy decoding. The emitted tokens equal those of plain greedy
 decoding whatever the drafts are: every emitted token is an argmax given the exact prefix.
+So drafting may stop early: with `min_confidence` c > 0 it stops after the first draft position
+where no row's draft probability reaches c (a draft costs a head step and an lm_head product).
 """
 
 from __future__ import annotations
@@ -21,20 +23,25 @@ from hpd_core.model.language import LanguageModel
 @dataclass(frozen=True)
 class StepOutput:
     starts: list[int]          # per row: the position x_0 was fed at
+    drafts: int                # drafts fed per row (k, or fewer when drafting stopped early)
     emitted: list[list[int]]   # per row: x_0 then the accepted drafts
     accepted: list[int]        # m per row
     pending: list[int]         # per row: t_m
     hidden: torch.Tensor       # [B, H]: the hidden that predicted each new pending token
 
 
-def draft(lm: LanguageModel, hidden: torch.Tensor, pending: torch.Tensor, k: int) -> torch.Tensor:
-    """Drafts [B, k] from hidden [B, H] and pending tokens [B]."""
+def draft(lm: LanguageModel, hidden: torch.Tensor, pending: torch.Tensor, k: int,
+          min_confidence: float = 0.0) -> torch.Tensor:
+    """Drafts [B, k'] (1 <= k' <= k) from hidden [B, H] and pending tokens [B]."""
     out = []
     h, x = hidden, pending
     for _ in range(k):
         h = lm.mtp(h, lm.embed(x))
-        x = lm.logits(h).argmax(-1)
+        logits = lm.logits(h)
+        x = logits.argmax(-1)
         out.append(x)
+        if min_confidence and float(logits.softmax(-1).amax()) < min_confidence:
+            break
     return torch.stack(out, 1)
 
 
@@ -45,11 +52,12 @@ def accepted_lengths(drafts: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
 
 @torch.inference_mode()
 def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
-         hidden: torch.Tensor, k: int) -> StepOutput:
+         hidden: torch.Tensor, k: int, min_confidence: float = 0.0) -> StepOutput:
     """Feed each row's pending token (and k drafts) at its cache length; advance the lengths."""
     device = hidden.device
     x0 = torch.tensor(pending, device=device)
-    ids = torch.cat([x0[:, None], draft(lm, hidden, x0, k)], 1) if k else x0[:, None]  # [B, 1+k]
+    ids = torch.cat([x0[:, None], draft(lm, hidden, x0, k, min_confidence)], 1) if k else x0[:, None]
+    k = ids.shape[1] - 1  # [B, 1+k]
     row_t = torch.tensor(rows, device=device)
     starts = torch.tensor([cache.lengths[r] for r in rows], device=device)
     positions = starts[:, None] + torch.arange(k + 1, device=device)
@@ -62,5 +70,5 @@ def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
     ids_l, m_l, starts_l = ids.tolist(), m.tolist(), starts.tolist()
     for r, start, mi in zip(rows, starts_l, m_l):
         cache.lengths[r] = start + 1 + mi
-    return StepOutput(starts_l, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
+    return StepOutput(starts_l, k, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
                       new_pending.tolist(), new_hidden)

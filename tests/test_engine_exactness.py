@@ -49,11 +49,13 @@ def test_pages_really_fork_with_children_of_different_lengths(baselines):
     assert len(varied) >= 10
 
 
-@pytest.mark.parametrize("k", [1, 3, 6, 10])
-def test_mtp_gives_the_same_tokens_as_greedy(engines, baselines, k):
+@pytest.mark.parametrize("k, confidence", [(1, 0.0), (3, 0.0), (6, 0.0), (10, 0.0), (6, 0.9)])
+def test_mtp_gives_the_same_tokens_as_greedy(engines, baselines, k, confidence):
     rates = []
     for seed, engine in engines.items():
-        result = engine.parse(page(seed), ParseOptions(use_mtp=True, num_speculative_tokens=k, max_new_tokens=BUDGET))
+        options = ParseOptions(use_mtp=True, num_speculative_tokens=k, draft_confidence=confidence,
+                               max_new_tokens=BUDGET)
+        result = engine.parse(page(seed), options)
         assert tokens(result) == tokens(baselines[seed]), seed
         assert result.text == baselines[seed].text
         assert result.stats.forwards < baselines[seed].stats.forwards
@@ -95,3 +97,4 @@ def test_pages_decoded_together_match_pages_decoded_alone(engines, baselines):
     alone = [engine.parse(p, ParseOptions(use_mtp=False, max_new_tokens=BUDGET)) for p in pages]
     together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True, max_new_tokens=BUDGET))
     assert [tokens(r) for r in together] == [tokens(r) for r in alone]
+
