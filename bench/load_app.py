@@ -29,10 +29,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
 import numpy as np
 
-from bench.load_server import HOST, RssSampler, free_port
+from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, wait_ready
 from hpd_core.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -56,20 +55,6 @@ def start_app(model: str | None, port: int, log_path: Path, env: dict | None = N
     command += ["--model", model] if model else []
     return subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
                             env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"} | (env or {}))
-
-
-def wait_ready(app: subprocess.Popen, url: str, seconds: float = 300) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if app.poll() is not None:
-            raise RuntimeError(f"hpd-demo exited with {app.returncode} before it was ready")
-        try:
-            if httpx.get(url + "gradio_api/info", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass  # not listening yet
-        time.sleep(0.2)
-    raise RuntimeError("hpd-demo did not become ready")
 
 
 def parse_once(client, page: Path, max_new_tokens: int, session: int, timeout: float) -> Outcome:
@@ -134,7 +119,7 @@ def run(model: str | None, sessions: int = 8, parses: int = 1, max_new_tokens: i
         url = f"http://{HOST}:{port}/"
         app = start_app(model, port, Path(tmp) / "app.log")
         try:
-            wait_ready(app, url)
+            wait_ready(app, url + "gradio_api/info", "hpd-demo")
             sampler = RssSampler(app.pid)
             idle = sampler.rss()
             sampler.start()
@@ -197,8 +182,7 @@ def write_report(summary: dict, path: Path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="checkpoint folder (default: the bundled model)")
-    p.add_argument("--tiny", action="store_true", help="a tiny random checkpoint (tests/tiny.py) instead")
+    add_model_arguments(p)
     p.add_argument("--sessions", type=int, default=8)
     p.add_argument("--parses", type=int, default=1, help="parses per session, one after another")
     p.add_argument("--max-new-tokens", type=int, default=8000)
@@ -210,11 +194,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model
-        if args.tiny:
-            from tests.tiny import write_checkpoint
-            model = str(write_checkpoint(Path(tmp) / "tiny", seed=0, noise=0.5))
-        summary = run(model, args.sessions, args.parses, args.max_new_tokens, args.deadline_s)
+        summary = run(model_of(args, tmp), args.sessions, args.parses, args.max_new_tokens, args.deadline_s)
     summary |= {
         "command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,12 +30,11 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psutil
 
+from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, wait_ready
 from hpd_core.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
-HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -46,12 +44,6 @@ class Outcome:
     first_content: float | None
     completion_tokens: int
     error: str
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def page_urls(count: int) -> list[str]:
@@ -69,38 +61,6 @@ def start_server(model: str | None, port: int, args, log_path: Path) -> subproce
     command += ["--model", model] if model else []
     env = os.environ | ({"OMP_NUM_THREADS": str(args.omp_threads)} if args.omp_threads else {})
     return subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT, env=env)
-
-
-def wait_ready(server: subprocess.Popen, base: str, seconds: float = 300) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"hpd-serve exited with {server.returncode} before it was ready")
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass  # not listening yet
-        time.sleep(0.2)
-    raise RuntimeError("hpd-serve did not become ready")
-
-
-class RssSampler(threading.Thread):
-    """Peak resident memory of a process and its children, sampled every `every` seconds."""
-
-    def __init__(self, pid: int, every: float = 0.1):
-        super().__init__(daemon=True)
-        self.process, self.every = psutil.Process(pid), every
-        self.peak, self.stop = 0, threading.Event()
-
-    def rss(self) -> int:
-        processes = [self.process] + self.process.children(recursive=True)
-        return sum(p.memory_info().rss for p in processes)
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.peak = max(self.peak, self.rss())
-            time.sleep(self.every)
 
 
 def one_request(client: httpx.Client, url: str, args, timeout: float) -> Outcome:
@@ -211,8 +171,7 @@ def write_report(summary: dict, path: Path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="checkpoint folder (default: the bundled model)")
-    p.add_argument("--tiny", action="store_true", help="serve a tiny random checkpoint (tests/tiny.py) instead")
+    add_model_arguments(p)
     p.add_argument("--requests", type=int, default=32)
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=8000)
@@ -228,15 +187,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model
-        if args.tiny:
-            from tests.tiny import write_checkpoint
-            model = str(write_checkpoint(Path(tmp) / "tiny", seed=0, noise=0.5))
+        model = model_of(args, tmp)
         port = free_port()
         base = f"http://{HOST}:{port}/v1"
         server = start_server(model, port, args, Path(tmp) / "server.log")
         try:
-            wait_ready(server, base.removesuffix("/v1"))
+            wait_ready(server, base.removesuffix("/v1") + "/health", "hpd-serve")
             urls = page_urls(args.pages)
             sampler = RssSampler(server.pid)
             idle = sampler.rss()

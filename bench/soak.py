@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from bench.load_app import PARSE_FIELDS, start_app, wait_ready
-from bench.load_server import HOST, free_port
+from bench.common import HOST, add_model_arguments, free_port, model_of, wait_ready
+from bench.load_app import PARSE_FIELDS, start_app
 from hpd_core.options import ParseOptions
 from hpd_core.synth import render_page
 
@@ -106,7 +106,7 @@ def soak_app(model: str | None, parses: int, max_new_tokens: int) -> dict:
         url = f"http://{HOST}:{port}/"
         app = start_app(model, port, root / "app.log", {"TMPDIR": str(temp), "GRADIO_TEMP_DIR": str(temp / "gradio")})
         try:
-            wait_ready(app, url)
+            wait_ready(app, url + "gradio_api/info", "hpd-demo")
             server = psutil.Process(app.pid)
             out = soak_client(url, parses, max_new_tokens, files, lambda: server.memory_info().rss)
             leftover = [p for p in temp.rglob("*") if p.is_file()]
@@ -159,8 +159,7 @@ def write_report(summary: dict, path: Path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="checkpoint folder (default: the bundled model)")
-    p.add_argument("--tiny", action="store_true", help="a tiny random checkpoint (tests/tiny.py) instead")
+    add_model_arguments(p)
     p.add_argument("--parses", type=int, default=50)
     p.add_argument("--apis", default="engine,app", help="comma-separated: engine, app")
     p.add_argument("--max-new-tokens", type=int, default=8000)
@@ -171,11 +170,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model
-        if args.tiny:
-            from tests.tiny import write_checkpoint
-            model = str(write_checkpoint(Path(tmp) / "tiny", seed=0, noise=0.5))
-        summary = run(model, args.parses, args.apis.split(","), args.max_new_tokens)
+        summary = run(model_of(args, tmp), args.parses, args.apis.split(","), args.max_new_tokens)
     summary |= {
         "command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
