@@ -28,15 +28,20 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser, app_server):
-    context = browser.new_context(viewport={"width": 1400, "height": 1300})
+def open_app(browser, url: str, height: int = 1300, timeout: float = 30_000):
+    """A fresh browser context on the app at `url`, ready to use (a generator for fixtures)."""
+    context = browser.new_context(viewport={"width": 1400, "height": height})
     page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(app_server)
+    page.set_default_timeout(timeout)
+    page.goto(url)
     page.wait_for_selector("#parse")
     yield page
     context.close()
+
+
+@pytest.fixture
+def page(browser, app_server):
+    yield from open_app(browser, app_server)
 
 
 @pytest.fixture

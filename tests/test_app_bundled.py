@@ -1,9 +1,6 @@
 """The app on the bundled model in a real headless browser: labelled blocks fork live, the page shows
 their boxes, MTP on/off compare exactly. Takes the README's screenshots ($HPD_SCREENSHOTS=docs/images)."""
 
-import os
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
@@ -11,7 +8,7 @@ from app.examples import FOLDER
 from app.ui import build_demo, launch
 from hpd_core import load_engine
 from tests.conftest import free_port
-from tests.test_app_browser import browser, set_checked, tab, upload  # noqa: F401  (browser: a fixture)
+from tests.test_app_browser import browser, open_app, set_checked, shots, tab, upload  # noqa: F401 (fixtures)
 
 DENSE = FOLDER / "synth-dense.png"
 
@@ -27,23 +24,10 @@ def bundled_server():
 
 @pytest.fixture
 def page(browser, bundled_server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1400, "height": 1500})
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    page.goto(bundled_server)
-    page.wait_for_selector("#parse")
-    yield page
-    context.close()
+    yield from open_app(browser, bundled_server, height=1500, timeout=120_000)
 
 
-@pytest.fixture
-def shots(tmp_path):
-    folder = Path(os.environ.get("HPD_SCREENSHOTS", tmp_path))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def test_bundled_model_forks_labelled_blocks_live_and_compares_exactly(page, shots):
+def test_bundled_model_forks_labelled_blocks_live_and_compares_exactly(page, shots):  # noqa: F811
     upload(page, DENSE)
     set_checked(page, "batch-children", True)
     page.click("#parse")
