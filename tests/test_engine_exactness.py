@@ -51,7 +51,7 @@ def test_pages_really_fork_with_children_of_different_lengths(baselines):
 
 @pytest.mark.parametrize("k, confidence", [(1, 0.0), (3, 0.0), (6, 0.0), (10, 0.0), (6, 0.9)])
 def test_mtp_gives_the_same_tokens_as_greedy(engines, baselines, k, confidence):
-    rates = []
+    rates, steps, first, full, drafted = [], 0, 0, 0, 0
     for seed, engine in engines.items():
         options = ParseOptions(use_mtp=True, num_speculative_tokens=k, draft_confidence=confidence,
                                max_new_tokens=BUDGET)
@@ -60,7 +60,15 @@ def test_mtp_gives_the_same_tokens_as_greedy(engines, baselines, k, confidence):
         assert result.text == baselines[seed].text
         assert result.stats.forwards < baselines[seed].stats.forwards
         rates.append(result.stats.acceptance_rate)
-    # drafts are both fully accepted on some steps and partly rejected on others
+        steps += result.stats.branch_steps
+        first += result.stats.accepted_by_position[0]
+        full += result.stats.accepted_by_position[-1] if len(result.stats.accepted_by_position) == k else 0
+        drafted += result.stats.drafted_tokens
+    assert first < steps  # drafts are rejected on some steps ...
+    if confidence:
+        assert drafted < k * steps  # ... drafting stops early where the head is unsure ...
+    else:
+        assert full > 0  # ... and all k drafts are accepted on others
     assert 0.1 < np.mean(rates) < 0.99
 
 
