@@ -66,3 +66,13 @@ def model_of(args: argparse.Namespace, tmp: str) -> str | None:
         return args.model
     from tests.tiny import write_checkpoint
     return str(write_checkpoint(Path(tmp) / "tiny", seed=0, noise=0.5))
+
+
+def run_metadata(args: argparse.Namespace, argv: list[str] | None) -> dict:
+    """Command, date, machine and model of a run, for its report."""
+    import os
+    import platform
+    import sys
+    return {"command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+            "model": "tiny random checkpoint (tests/tiny.py)" if args.tiny else (args.model or "bundled hpd-tiny")}

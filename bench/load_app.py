@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, wait_ready
+from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, run_metadata, wait_ready
 from hpd_core.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -195,13 +194,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         summary = run(model_of(args, tmp), args.sessions, args.parses, args.max_new_tokens, args.deadline_s)
-    summary |= {
-        "command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+    summary |= run_metadata(args, argv) | {
         "load_average_1min_after": os.getloadavg()[0], "sessions": args.sessions, "parses": args.parses,
-        "max_new_tokens": args.max_new_tokens,
-        "model": "tiny random checkpoint (tests/tiny.py)" if args.tiny else (args.model or "bundled hpd-tiny"),
-    }
+        "max_new_tokens": args.max_new_tokens}
     write_report(summary, args.out)
     print(args.out.with_suffix(".md").read_text())
 

@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from bench.common import HOST, add_model_arguments, free_port, model_of, wait_ready
+from bench.common import HOST, add_model_arguments, free_port, model_of, run_metadata, wait_ready
 from bench.load_app import PARSE_FIELDS, start_app
 from hpd_core.options import ParseOptions
 from hpd_core.synth import render_page
@@ -171,12 +168,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         summary = run(model_of(args, tmp), args.parses, args.apis.split(","), args.max_new_tokens)
-    summary |= {
-        "command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "max_new_tokens": args.max_new_tokens,
-        "model": "tiny random checkpoint (tests/tiny.py)" if args.tiny else (args.model or "bundled hpd-tiny"),
-    }
+    summary |= run_metadata(args, argv) | {"max_new_tokens": args.max_new_tokens}
     write_report(summary, args.out)
     print(args.out.with_suffix(".md").read_text())
 
