@@ -66,13 +66,18 @@ class KVCache:
         self.k[layer].index_put_(index, k)
         self.v[layer].index_put_(index, v)
 
-    def read(self, layer: int, rows: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values [B, kv_heads, length, D] of `rows` [B]."""
+    @staticmethod
+    def selector(rows: torch.Tensor) -> slice | torch.Tensor:
+        """How `read` picks `rows` [B]: a slice (a view, no copy) when they are consecutive."""
         first = int(rows[0])
-        if rows.numel() == 1 or torch.equal(rows, torch.arange(first, first + rows.numel(),
-                                                                device=rows.device)):
-            span = slice(first, first + rows.numel())
-            return self.k[layer, span, :, :length], self.v[layer, span, :, :length]
+        if rows.numel() == 1 or torch.equal(rows, torch.arange(first, first + rows.numel(), device=rows.device)):
+            return slice(first, first + rows.numel())
+        return rows
+
+    def read(self, layer: int, rows: slice | torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, kv_heads, length, D] of the rows a `selector` picked."""
+        if isinstance(rows, slice):
+            return self.k[layer, rows, :, :length], self.v[layer, rows, :, :length]
         return (self.k[layer, :, :, :length].index_select(0, rows),
                 self.v[layer, :, :, :length].index_select(0, rows))
 

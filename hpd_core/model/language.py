@@ -98,14 +98,15 @@ class DecoderLayer(nn.Module):
 class KVAccess:
     """What one layer's attention reads: the cache rows (after writing this step) or the step alone."""
 
-    def __init__(self, cache: KVCache | None, layer: int, rows, positions, length: int):
-        self.cache, self.layer, self.rows, self.positions, self.length = cache, layer, rows, positions, length
+    def __init__(self, cache: KVCache | None, layer: int, rows, selected, positions, length: int):
+        self.cache, self.layer, self.rows, self.selected = cache, layer, rows, selected
+        self.positions, self.length = positions, length
 
     def __call__(self, k, v):
         if self.cache is None:
             return k, v
         self.cache.write(self.layer, self.rows, self.positions, k, v)
-        return self.cache.read(self.layer, self.rows, self.length)
+        return self.cache.read(self.layer, self.selected, self.length)
 
 
 class Decoder(nn.Module):
@@ -135,8 +136,9 @@ class Decoder(nn.Module):
         if mask is None:
             mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
         h = embeds
+        selected = None if cache is None else cache.selector(rows)  # once per forward, not per layer
         for i, layer in enumerate(self.layers):
-            h = layer(h, rope, mask, KVAccess(cache, i, rows, positions, keys.shape[-1]))
+            h = layer(h, rope, mask, KVAccess(cache, i, rows, selected, positions, keys.shape[-1]))
         return self.norm(h)
 
 
