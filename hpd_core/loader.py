@@ -8,7 +8,6 @@ from pathlib import Path
 import torch
 
 from hpd_core.checkpoint import load_model
-from hpd_core.config import HPDConfig
 from hpd_core.engine import Engine
 from hpd_core.remote import RemoteEngine
 from hpd_core.tokenizer import HPDTokenizer
@@ -52,7 +51,6 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     folder, mtp = resolve_model(source)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
-    config = HPDConfig.load(folder / "config.json")
     model = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
     name = "bundled hpd-tiny" if folder == BUNDLED_MODEL else folder.name
-    return Engine(model, HPDTokenizer.load(folder, config), name=name, path=str(folder))
+    return Engine(model, HPDTokenizer.load(folder, model.config), name=name, path=str(folder))

@@ -24,7 +24,6 @@ from hpd_core.checkpoint import load_model, save_model
 from hpd_core.config import HPDConfig, LLMConfig, VisionConfig
 from hpd_core.engine import Engine
 from hpd_core.model import HPDModel
-from hpd_core.model.vision import image_tokens
 from hpd_core.options import ParseOptions
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_core.train.data import STAGES, Pages, batch_of
@@ -71,7 +70,7 @@ def init_weights(model: HPDModel) -> None:
 
 def forward_hidden(model: HPDModel, batch: dict) -> torch.Tensor:
     """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT> slots)."""
-    rows = image_tokens(model.vision_model, model.mlp1, batch["pixels"], model.config.shuffle_scale)
+    rows = model.encode_images(batch["pixels"], chunk=batch["pixels"].shape[0])
     ids = batch["ids"]
     embeds = model.lm.embed(ids)
     slots = ids == batch["image_id"]
