@@ -93,22 +93,29 @@ def page() -> Image.Image:
     return Image.fromarray(rng.integers(0, 256, (PAGE_SIZE[1], PAGE_SIZE[0], 3), dtype=np.uint8))
 
 
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def seconds(fn, repeats: int) -> float:
     """Median wall time of `repeats` calls after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def decode_times(engine, context: int, repeats: int) -> dict[tuple[int, int], float]:
+def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int], float]:
     """{(batch, k): seconds of one `step`} on rows holding `context` prompt positions."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, rows=16, capacity=context + 256)
+                    device=engine.device, rows=max(batches), capacity=context + 256)
     row = cache.alloc()
     ids = torch.randint(0, FIRST_ADDED, (1, context), device=engine.device)
     with torch.inference_mode():
@@ -116,9 +123,9 @@ def decode_times(engine, context: int, repeats: int) -> dict[tuple[int, int], fl
                      torch.tensor([row], device=engine.device))[0, -1]
         pending = int(lm.logits(h).argmax())
     cache.lengths[row] = context
-    rows = [row] + [cache.fork(row, context) for _ in range(15)]
+    rows = [row] + [cache.fork(row, context) for _ in range(max(batches) - 1)]
     out = {}
-    for batch in (1, 16):
+    for batch in batches:
         hidden = h.expand(batch, -1)
         for k in (0, 6):
             def one_step():
@@ -135,6 +142,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens of the page parse")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", default="1,16", help="decode batch sizes to time, e.g. 1,16,64")
+    parser.add_argument("--bandwidth", type=float, default=0.0,
+                        help="memory bandwidth in GB/s for the floor (default: none printed)")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -157,8 +167,16 @@ def main() -> None:
     print(f"prefill               {started.prefill_seconds:7.1f} s  {started.prompt_tokens} prompt tokens")
     print(f"decode                {stats.decode_seconds:7.1f} s  {stats.generated_tokens} tokens, "
           f"{stats.forwards} forwards, {stats.forked_branches} forks")
-    for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats).items():
-        print(f"step batch {batch:2d} k={k}    {sec * 1000:7.0f} ms  ({batch * (k + 1)} tokens fed)")
+    batches = [int(b) for b in args.batches.split(",")]
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.language_model.named_parameters()
+                       if "embed_tokens" not in n and not n.startswith("mtp."))  # read by every forward
+    llm = engine.config.llm_config
+    kv_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * started.prompt_tokens * \
+        torch.finfo(engine.dtype).bits // 8  # one row's K and V at the prompt's length
+    for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
+        floor = f"  floor {(weight_bytes + batch * kv_bytes) / args.bandwidth / 1e6:6.2f} ms " \
+                f"(weights {weight_bytes / 1e9:.2f} GB + KV {batch * kv_bytes / 1e9:.2f} GB)" if args.bandwidth else ""
+        print(f"step batch {batch:2d} k={k}    {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
     print(f"load average          {os.getloadavg()[0]:7.1f}")
 
 
