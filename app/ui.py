@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import gradio as gr
-import pymupdf
 
 from app.boxes import draw_boxes
 from app.cache import sweep_leftovers
@@ -122,7 +121,6 @@ class Run:
 def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = CACHE_SECONDS) -> gr.Blocks:
     """The app over `engine`; documents are loaded within `limits` (serve it with the same
     limits: `launch(demo, limits)`), Gradio's cached files are deleted after `cache_seconds`."""
-    pymupdf.TOOLS.mupdf_display_errors(False)  # damaged PDFs: our DocumentError says it, not stdout
     handlers = Handlers(engine, limits, cache_seconds)
     with gr.Blocks(title="HPD-Parsing: hierarchical parallel decoding, live", analytics_enabled=False,
                    delete_cache=(cache_seconds, cache_seconds)) as demo:

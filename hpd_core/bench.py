@@ -32,14 +32,12 @@ from pathlib import Path
 from typing import Sequence
 
 import psutil
-import pymupdf
 import torch
 
 from hpd_core.cli import safe_name, write_atomic
 from hpd_core.documents import DocumentError, load_pages
 from hpd_core.loader import ModelNotFound, load_engine
 from hpd_core.options import ParseOptions
-from hpd_core.synth import SynthConfig, render_page
 
 MODES = {"plain": dict(prompt="plain"), "fork-serial": dict(prompt="fork", batch_children=False),
          "fork-batched": dict(prompt="fork", batch_children=True)}
@@ -353,6 +351,8 @@ def load_bench_pages(args) -> tuple[list, str]:
     if args.inputs:
         pages = [p.image for f in args.inputs for p in load_pages(f)]
         return pages, f"{len(pages)} pages of {', '.join(f.name for f in args.inputs)}"
+    from hpd_core.synth import SynthConfig, render_page  # pymupdf: only for synthetic pages
+
     seeds = range(args.seed, args.seed + args.pages)
     pages = [render_page(s, SynthConfig.dense()).image for s in seeds]
     return pages, f"{args.pages} synthetic dense pages, seeds {seeds.start}-{seeds.stop - 1}"
@@ -395,7 +395,6 @@ def write_results(out: Path, meta: dict, cells: list[Cell], sweep: list[Cell], s
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    pymupdf.TOOLS.mupdf_display_errors(False)
     engine, pages, described, base, device = setup(parser, args)
     started = time.perf_counter()
 

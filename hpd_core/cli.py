@@ -41,7 +41,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import pymupdf
 from tqdm import tqdm
 
 from hpd_core.documents import (DocumentError, Limits, count_pages, detect_kind, display_name, iter_pages,
@@ -369,7 +368,6 @@ def summary(t: Tally, interrupted: bool) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits with 2 on bad arguments
-    pymupdf.TOOLS.mupdf_display_errors(False)  # damaged PDFs: our one-line report, not MuPDF's
     cancel = threading.Event()
     try:
         with ctrl_c_sets(cancel):

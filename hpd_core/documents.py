@@ -37,7 +37,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
-import pymupdf
 from PIL import Image, ImageOps
 
 Source = str | os.PathLike | bytes | bytearray
@@ -247,6 +246,10 @@ class _Pdf:
     """An open PDF; pages are loaded and rendered only when asked for."""
 
     def __init__(self, data: bytes, name: str, password: str | None, limits: Limits):
+        import pymupdf  # imported here: image-only users (e.g. a GPU benchmark box) need not install it
+
+        pymupdf.TOOLS.mupdf_display_errors(False)  # a damaged PDF: our DocumentError says it, not MuPDF's stderr
+
         self.name, self.limits = name, limits
         with _decoding(name, f"{name!r} is not a readable PDF (damaged or truncated)"):
             self.doc = pymupdf.open(stream=data, filetype="pdf")
@@ -264,6 +267,8 @@ class _Pdf:
             raise PasswordRequired(f"wrong password for the encrypted PDF {self.name!r}")
 
     def render(self, number: int, dpi: float) -> Page:
+        import pymupdf
+
         with _decoding(self.name, f"page {number} of {self.name!r} cannot be rendered"):
             page = self.doc.load_page(number - 1)
             width, height = page.rect.width, page.rect.height

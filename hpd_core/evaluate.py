@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-import pymupdf
 from PIL import Image
 from tqdm import tqdm
 
@@ -204,7 +203,6 @@ def run(args) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    pymupdf.TOOLS.mupdf_display_errors(False)
     try:
         print(run(args))
     except (UsageError, DocumentError) as err:

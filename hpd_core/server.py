@@ -570,12 +570,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import pymupdf
-
     from hpd_core.loader import load_engine
 
     args = parse_args(argv)
-    pymupdf.TOOLS.mupdf_display_errors(False)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"hpd-serve: listening on {args.host}, reachable from other machines; there is no "
