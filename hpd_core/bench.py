@@ -404,9 +404,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"{engine.info.name} on {device}: {described}; warming up")
     for fields in MODES.values():
         engine.parse(pages[0], replace(base, **fields, max_new_tokens=16, num_speculative_tokens=max(args.ks)))
-    cells, references = run_matrix(engine, pages, args.ks, base, device, args.repeats, log)
-    sizes = args.pages_per_batch or ([1, 16, 64, 256] if device == "cuda" else [1, 4])
-    sweep = run_sweep(engine, pages, sizes, args.sweep_k, base, references, device, args.repeats, log)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "hardware": hardware(device),
             "torch": torch.__version__, "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype})",
@@ -414,7 +411,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max_active_branches": args.max_active_branches, "draft_confidence": args.draft_confidence,
             "repeats": args.repeats}
     out = args.out or RESULTS / safe_name(f"{info.name}-{device}")
-    print(write_results(out, meta, cells, sweep, references["fork-serial"] == references["fork-batched"]))
+    cells, references = run_matrix(engine, pages, args.ks, base, device, args.repeats, log)
+    same = references["fork-serial"] == references["fork-batched"]
+    write_results(out, meta, cells, [], same)  # the matrix is kept if the sweep is cut short
+    log(f"wrote the matrix to {out}; batch sweep next")
+    sizes = args.pages_per_batch or ([1, 16, 64, 256] if device == "cuda" else [1, 4])
+    sweep = run_sweep(engine, pages, sizes, args.sweep_k, base, references, device, args.repeats, log)
+    print(write_results(out, meta, cells, sweep, same))
     log(f"wrote {out}")
     return 0
 

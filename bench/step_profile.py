@@ -1,0 +1,61 @@
+"""Where one decode step of the bundled model spends its time, by batch size.
+
+    python -m bench.step_profile [--device cuda] [--batches 1,16,64,256] [--context 2000]
+
+Times `speculative.step` (greedy, k=0) on rows holding `context` positions, then prints the
+top operators of three steps by device time (CUDA) or CPU time: the evidence for what bounds
+a decode step (kernel launches, attention, matmuls) in bench/NOTES.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from hpd_core import load_engine
+from hpd_core.kv_cache import KVCache
+from hpd_core.speculative import step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batches", default="1,16,64,256")
+    parser.add_argument("--context", type=int, default=2000)
+    args = parser.parse_args()
+    engine = load_engine(None, device=args.device)
+    lm, llm = engine.model.lm, engine.config.llm_config
+    cuda = args.device.startswith("cuda")
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    for batch in (int(b) for b in args.batches.split(",")):
+        cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
+                        device=engine.device, rows=batch, capacity=args.context + 256)
+        rows = [cache.alloc() for _ in range(batch)]
+        hidden = torch.zeros(batch, llm.hidden_size, dtype=engine.dtype, device=engine.device)
+
+        def one_step():
+            step(lm, cache, rows, [5] * batch, hidden, 0)
+            for r in rows:
+                cache.lengths[r] = args.context
+
+        with torch.inference_mode():
+            one_step()
+            one_step()
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(10):
+                one_step()
+            if cuda:
+                torch.cuda.synchronize()
+            print(f"batch {batch}: {(time.perf_counter() - start) * 100:.2f} ms per step", flush=True)
+            with torch.profiler.profile() as prof:
+                for _ in range(3):
+                    one_step()
+        print(prof.key_averages().table(sort_by=sort, row_limit=10), flush=True)
+
+
+if __name__ == "__main__":
+    main()
