@@ -1,20 +1,27 @@
 """Where one decode step of the bundled model spends its time, by batch size.
 
     python -m bench.step_profile [--device cuda] [--batches 1,16,64,256] [--context 2000]
+    python -m bench.step_profile [--device cuda] --engine PAGE.png --batches 64 [--tokens 100]
 
 Times `speculative.step` (greedy, k=0) on rows holding `context` positions, then prints the
 top operators of three steps by device time (CUDA) or CPU time: the evidence for what bounds
-a decode step (kernel launches, attention, matmuls) in bench/NOTES.md.
+a decode step (kernel launches, attention, matmuls) in bench/NOTES.md. With `--engine`, the
+whole engine instead: `parse_batch` of that page repeated, plain AR, under cProfile (host
+functions by own time) and the torch profiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 
 import torch
 
-from hpd_core import load_engine
+from PIL import Image
+
+from hpd_core import ParseOptions, load_engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.speculative import step
 
@@ -24,8 +31,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batches", default="1,16,64,256")
     parser.add_argument("--context", type=int, default=2000)
+    parser.add_argument("--engine", help="a page image: profile parse_batch of it instead of one step")
+    parser.add_argument("--tokens", type=int, default=100, help="--engine: max_new_tokens")
     args = parser.parse_args()
     engine = load_engine(None, device=args.device)
+    if args.engine:
+        return profile_engine(engine, args)
     lm, llm = engine.model.lm, engine.config.llm_config
     cuda = args.device.startswith("cuda")
     sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
@@ -55,6 +66,26 @@ def main() -> None:
                 for _ in range(3):
                     one_step()
         print(prof.key_averages().table(sort_by=sort, row_limit=10), flush=True)
+
+
+def profile_engine(engine, args) -> None:
+    page = Image.open(args.engine)
+    options = ParseOptions(prompt="plain", use_mtp=False, max_new_tokens=args.tokens)
+    sort = "self_cuda_time_total" if args.device.startswith("cuda") else "self_cpu_time_total"
+    for batch in (int(b) for b in args.batches.split(",")):
+        engine.parse_batch([page] * batch, options)  # warm-up: the allocator, kernels for these shapes
+        host = cProfile.Profile()
+        with torch.profiler.profile() as prof:
+            host.enable()
+            start = time.perf_counter()
+            results = engine.parse_batch([page] * batch, options)
+            wall = time.perf_counter() - start
+            host.disable()
+        decode = max(r.stats.decode_seconds for r in results)
+        print(f"engine batch {batch}: wall {wall:.2f} s, decode {decode:.2f} s, "
+              f"{decode / args.tokens * 1000:.1f} ms per round", flush=True)
+        pstats.Stats(host).sort_stats("tottime").print_stats(15)
+        print(prof.key_averages().table(sort_by=sort, row_limit=12), flush=True)
 
 
 if __name__ == "__main__":
