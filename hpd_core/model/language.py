@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hpd_core.config import LLMConfig
 from hpd_core.kv_cache import KVCache
@@ -95,6 +96,12 @@ class DecoderLayer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
+# Not cuDNN's fused attention: it builds an execution plan for every new shape, and decoding
+# meets a new key length every step (H200, bench/results/gpu-2026-11-29: the first pass over
+# new lengths ran 5-10x slower than a repeat; ../shared/MODEL_NOTES.md saw 5x).
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 class KVAccess:
     """What one layer's attention reads: the cache rows (after writing this step) or the step alone."""
 
@@ -137,8 +144,9 @@ class Decoder(nn.Module):
             mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
         h = embeds
         selected = None if cache is None else cache.selector(rows)  # once per forward, not per layer
-        for i, layer in enumerate(self.layers):
-            h = layer(h, rope, mask, KVAccess(cache, i, rows, selected, positions, keys.shape[-1]))
+        with sdpa_kernel(ATTENTION_BACKENDS):
+            for i, layer in enumerate(self.layers):
+                h = layer(h, rope, mask, KVAccess(cache, i, rows, selected, positions, keys.shape[-1]))
         return self.norm(h)
 
 
