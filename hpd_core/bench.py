@@ -36,6 +36,7 @@ import torch
 
 from hpd_core.cli import safe_name, write_atomic
 from hpd_core.documents import DocumentError, load_pages
+from hpd_core.engine import Engine
 from hpd_core.loader import ModelNotFound, load_engine
 from hpd_core.options import ParseOptions
 
@@ -54,7 +55,7 @@ class Cell:
     pages: int
     wall_seconds: float         # vision + prefill + decode, all pages
     prefill_seconds: float      # vision encoding + prompt prefill, all pages (the rest of wall is decoding)
-    forwards: int               # LM forwards after the prompt prefill
+    forwards: int               # LM forwards after the prompt prefills (one forward serves a whole batch)
     generated_tokens: int
     branch_steps: int
     drafted_tokens: int
@@ -137,17 +138,24 @@ class Job:
 class Run:
     wall_seconds: float
     peak_memory_mib: float
+    forwards: int
     results: list
 
 
 def timed(engine, job: Job, device: str) -> Run:
-    results = []
-    with PeakMemory(device) as memory:
-        start = time.perf_counter()
-        for batch in job.batches:
-            results += engine.parse_batch(batch, job.options)
-        wall = time.perf_counter() - start
-    return Run(wall, memory.mib, results)
+    """One run of `job`. Forwards are counted at the decoder, so a round that decodes the
+    branches of many pages counts once (each page's own `Stats.forwards` counts it too)."""
+    results, calls = [], [0]
+    hook = engine.model.lm.model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    try:
+        with PeakMemory(device) as memory:
+            start = time.perf_counter()
+            for batch in job.batches:
+                results += engine.parse_batch(batch, job.options)
+            wall = time.perf_counter() - start
+    finally:
+        hook.remove()
+    return Run(wall, memory.mib, calls[0] - len(results), results)  # less one prefill per page
 
 
 def measure(engine, jobs: Sequence[Job], device: str, repeats: int, log) -> list[tuple[Cell, list]]:
@@ -168,7 +176,7 @@ def cell(job: Job, run: Run) -> Cell:
     k = job.options.draft_tokens
     return Cell(mode=job.mode, k=k, batch=len(job.batches[0]), pages=len(stats), wall_seconds=run.wall_seconds,
                 prefill_seconds=sum(s.vision_seconds + s.prefill_seconds for s in stats),
-                forwards=sum(s.forwards for s in stats),
+                forwards=run.forwards,
                 generated_tokens=sum(s.generated_tokens for s in stats),
                 branch_steps=sum(s.branch_steps for s in stats),
                 drafted_tokens=sum(s.drafted_tokens for s in stats),
@@ -373,6 +381,8 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
         for k in (*args.ks, args.sweep_k):
             ParseOptions(num_speculative_tokens=k)
         engine = load_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None)
+        if not isinstance(engine, Engine):
+            raise ValueError(f"{args.model} is a server; hpd-bench measures a local engine (a folder or hub id)")
         if not engine.info.mtp:
             raise ValueError(f"{engine.info.name} has no P-MTP head; hpd-bench compares MTP on and off")
         pages, described = load_bench_pages(args)

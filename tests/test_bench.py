@@ -28,6 +28,8 @@ def test_bench_writes_tables_json_and_plots_and_mtp_matches_greedy_in_every_mode
     assert set(sweep) == {(mode, b) for mode in ("plain", "fork-batched") for b in (1, 2)}
     assert all(c["exact"] for c in sweep.values())
     assert sweep["plain", 2]["generated_tokens"] == 2 * sweep["plain", 1]["generated_tokens"]
+    for mode in ("plain", "fork-batched"):  # the same page twice: every forward serves both copies
+        assert sweep[mode, 2]["forwards"] == sweep[mode, 1]["forwards"] > 0
     table = (out / "results.md").read_text()
     assert "fork-batched" in table and "torch" in table and "hardware" in table and "**NO**" not in table
     assert table in capsys.readouterr().out
