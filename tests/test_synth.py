@@ -122,6 +122,17 @@ def test_lines_lie_inside_their_block():
             assert lx0 >= x0 - 1 and ly0 >= y0 - 1 and lx1 <= x1 + 1 and ly1 <= y1 + 1
 
 
+def test_glyph_centres_are_the_characters_of_each_line_inside_its_ink_box():
+    for seed in range(6):
+        page = dense_page(seed)
+        x, y = page.glyphs[:, 0], page.glyphs[:, 1]
+        for line in page.lines:
+            x0, y0, x1, y1 = line.bbox_px
+            inside = (x >= x0 - 1) & (x <= x1 + 1) & (y >= y0 - 1) & (y <= y1 + 1)
+            drawn = [c for c in line.text if not c.isspace()]
+            assert sorted(chr(int(c)) for c in page.glyphs[inside, 2]) == sorted(drawn), line.text
+
+
 def test_list_items_start_with_their_marker():
     lists = [b for s in range(10) for b in dense_page(s).blocks if b.label == "list"]
     assert lists

@@ -43,6 +43,7 @@ class SynthPage:
     lines: list[Line]     # every rendered line of the text-like blocks (LINE_LABELS)
     regions: list[str]    # per block: top | span | body | left | right | bottom
     two_columns: bool
+    glyphs: np.ndarray    # [N, 3] float32: centre x, y (px) and code point of every drawn non-space character
 
     @property
     def parent_text(self) -> str:
@@ -63,7 +64,22 @@ def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
     pixels = _canvas().render(layout)
     blocks, lines, regions = ground_truth(layout, pixels)
     image = augment(pixels, random.Random(f"augment:{seed}"), config)
-    return SynthPage(seed, image, blocks, lines, regions, layout.two_columns)
+    return SynthPage(seed, image, blocks, lines, regions, layout.two_columns, glyph_centres(layout))
+
+
+def glyph_centres(layout: Layout) -> np.ndarray:
+    """[N, 3]: for every non-space character of every text run, the centre of its advance box
+    (x) at mid x-height (y, 0.3 em above the baseline), and its code point. Training uses them
+    as per-cell character targets for the vision tower."""
+    out = []
+    for run in (r for e in layout.elements for r in e.runs):
+        x = run.x
+        for ch in run.text:
+            advance = run.face.width(ch, run.size)
+            if not ch.isspace():
+                out.append((x + advance / 2, run.y - 0.3 * run.size, ord(ch)))
+            x += advance
+    return np.array(out, dtype=np.float32).reshape(-1, 3)
 
 
 def draw_pdf(layout: Layout) -> pymupdf.Document:

@@ -26,7 +26,7 @@ from hpd_core.engine import Engine
 from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
 from hpd_core.tokenizer import HPDTokenizer
-from hpd_core.train.data import STAGES, Pages, batch_of
+from hpd_core.train.data import GLYPH_CLASSES, STAGES, Pages, batch_of
 from hpd_core.train.packing import IGNORE, tree_mask
 
 TRAIN_SEEDS = 1_000_000      # stage s, run r: TRAIN_SEEDS * (1 + s) + r * 100_000 ...
@@ -68,24 +68,42 @@ def init_weights(model: HPDModel) -> None:
                 p.normal_(0.0, std)
 
 
-def forward_hidden(model: HPDModel, batch: dict) -> torch.Tensor:
-    """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT> slots)."""
+def forward_hidden(model: HPDModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT>
+    slots), and the image rows [B * tokens_per_tile, H] themselves."""
     rows = model.encode_images(batch["pixels"], chunk=batch["pixels"].shape[0])
     ids = batch["ids"]
     embeds = model.lm.embed(ids)
     slots = ids == batch["image_id"]
     embeds = embeds.masked_scatter(slots[..., None], rows.to(embeds.dtype))
     mask = tree_mask(batch["segments"], batch["forks"], batch["positions"])
-    return model.lm.model(embeds, batch["positions"], mask=mask)
+    return model.lm.model(embeds, batch["positions"], mask=mask), rows
 
 
-def lm_losses(model: HPDModel, batch: dict) -> dict[str, torch.Tensor]:
-    h = forward_hidden(model, batch)
+def glyph_head(config: HPDConfig) -> torch.nn.Linear:
+    """Training-only probe: from each image row, the characters centred in the left and right
+    halves of its cell (`data.glyph_targets`). Not part of the checkpoint."""
+    return torch.nn.Linear(config.llm_config.hidden_size, 2 * GLYPH_CLASSES)
+
+
+def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None,
+              glyph_weight: float = 0.0) -> dict[str, torch.Tensor]:
+    """Next-token loss over both branch kinds; with a glyph head, plus `glyph_weight` x the
+    per-cell character loss that teaches the vision tower to see glyphs where they are."""
+    h, rows = forward_hidden(model, batch)
     labels, kinds = batch["labels"], batch["kinds"]
     sel = labels != IGNORE
     loss = F.cross_entropy(model.lm.logits(h[sel]).float(), labels[sel], reduction="none")
     k = kinds[sel]
-    return {"loss": loss.mean(), "parent": loss[k == 1].mean(), "child": loss[k == 2].mean()}
+    out = {"loss": loss.mean(), "parent": loss[k == 1].mean(), "child": loss[k == 2].mean()}
+    if glyphs is not None:
+        logits = glyphs(rows).float().view(-1, GLYPH_CLASSES)
+        target = batch["glyphs"].reshape(-1)
+        out["glyph"] = F.cross_entropy(logits, target)
+        ink = target > 0
+        out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
+        out["loss"] = out["loss"] + glyph_weight * out["glyph"]
+    return out
 
 
 def mtp_losses(model: HPDModel, batch: dict, k: int) -> dict[str, torch.Tensor]:
@@ -93,7 +111,7 @@ def mtp_losses(model: HPDModel, batch: dict, k: int) -> dict[str, torch.Tensor]:
     model's own greedy token there, draft i must predict the model's greedy token at t + i; draft
     i starts from the head's own drafts 1..i-1, as at inference."""
     with torch.no_grad():
-        h = forward_hidden(model, batch)
+        h, _ = forward_hidden(model, batch)
         greedy = model.lm.logits(h).argmax(-1)  # [B, L]: the model's next token at every position
     segments = batch["segments"]
     sel = batch["labels"] != IGNORE
@@ -126,11 +144,14 @@ def loader(stage_name: str, config: HPDConfig, tok: HPDTokenizer, first_seed: in
                       prefetch_factor=4 if workers else None, persistent_workers=False)
 
 
-def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int) -> None:
+def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int,
+                glyphs: torch.nn.Linear | None) -> None:
     mtp = name == "mtp"
     data_stage = args.mtp_data if mtp else name
     params = list(model.lm.mtp.parameters()) if mtp else [p for n, p in model.named_parameters()
                                                          if not n.startswith("language_model.mtp.")]
+    if glyphs is not None and not mtp:
+        params += list(glyphs.parameters())
     for p in model.parameters():
         p.requires_grad_(False)
     for p in params:
@@ -148,7 +169,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
             g["lr"] = lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / seconds))))
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
-            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch)
+            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch, glyphs, args.glyph_weight)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -158,7 +179,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         if step % args.log_every == 0 or step == 1:
             row = {"stage": name, "step": step, "seconds": round(time.perf_counter() - start, 1),
                    "pages_per_s": round(pages / (time.perf_counter() - start), 1),
-                   "lr": opt.param_groups[0]["lr"], **{k: round(float(v), 4) for k, v in out.items()}}
+                   "lr": opt.param_groups[0]["lr"], **{k: round(float(v.detach()), 4) for k, v in out.items()}}
             log(row)
     model.eval()
 
@@ -206,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=0.0, help="override the stage learning rate")
     ap.add_argument("--run", type=int, default=0, help="run number: shifts the training seeds")
     ap.add_argument("--mtp-k", type=int, default=10)
+    ap.add_argument("--glyph-weight", type=float, default=0.0,
+                    help="weight of the per-cell character loss on the image rows (0: off)")
     ap.add_argument("--mtp-data", default="dense")
     ap.add_argument("--eval-pages", type=int, default=8)
     ap.add_argument("--eval-tokens", type=int, default=700)
@@ -240,12 +263,13 @@ def main(argv: list[str] | None = None) -> None:
         init_weights(model)
         model = model.to(args.device)
     tok = HPDTokenizer(raw_tok, config)
+    glyphs = glyph_head(config).to(args.device) if args.glyph_weight > 0 else None
     log({"event": "start", "parameters": sum(p.numel() for p in model.parameters()), "stages": args.stages,
          "device": torch.cuda.get_device_name() if args.cuda else "cpu", "init": str(args.init or "")})
     for index, item in enumerate(args.stages.split(",")):
         name, seconds = item.split(":")
         first_seed = TRAIN_SEEDS * (1 + index) + args.run * 100_000_000
-        train_stage(model, name, float(seconds), args, config, tok, log, first_seed)
+        train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs)
         eval_stage = args.mtp_data if name == "mtp" else name
         log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
         if not args.small:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
@@ -13,6 +15,8 @@ from hpd_core.preprocess import preprocess
 from hpd_core.synth import SynthConfig, render_page
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_core.train.packing import Packed, collate, pack
+
+GLYPH_CLASSES = 96  # 0: no glyph; 1-94: printable ASCII 33-126; 95: any other character
 
 # Bundled-model type sizes: body text 22-28 px on a 768-px-wide page, seen squeezed into one
 # 640-px tile (x-height about 7-9 px at 8-px patches).
@@ -35,6 +39,12 @@ STAGES = {
                               label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
                               footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.2, paragraph_words=(30, 120)),
                   32, 1e-3),
+    # many short blocks (one or two lines of random words each): many reading targets per page,
+    # each a block whose box points at one line
+    "lines": Stage(SynthConfig(min_blocks=10, max_blocks=24, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
+                               label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
+                               footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6)),
+                   32, 1e-3),
     # a few text-like blocks: learn to find the block a child is about
     "few": Stage(SynthConfig(min_blocks=2, max_blocks=5, font_size_range=LARGE_TYPE, header_prob=0.2,
                              footer_prob=0.2, page_number_prob=0.3, two_column_prob=0.3,
@@ -45,19 +55,43 @@ STAGES = {
 }
 
 
-def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> tuple[torch.Tensor, Packed]:
+Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # pixels, packed sequence, glyph targets
+
+
+def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sample:
     page = render_page(seed, stage.synth)
     pixels = preprocess(page.image, config)
+    glyphs = glyph_targets(page.glyphs, page.image.size, config)
     image_tokens = pixels.shape[0] * config.tokens_per_tile
     end = [tok.special.im_end]
     if random.Random(f"prompt:{seed}").random() < stage.plain_fraction:
         prompt = tok.prompt_ids(INSTRUCTIONS["plain"], image_tokens)
         return pixels, pack(prompt, tok.encode(page.assembled_text) + end, [], fork=tok.special.fork,
-                            child=tok.special.child)
+                            child=tok.special.child), glyphs
     prompt = tok.prompt_ids(INSTRUCTIONS["fork"], image_tokens)
     children = [tok.encode(text) + end for text in page.children_texts]
     return pixels, pack(prompt, tok.encode(page.parent_text) + end, children, fork=tok.special.fork,
-                        child=tok.special.child)
+                        child=tok.special.child), glyphs
+
+
+def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig) -> torch.Tensor:
+    """[tokens_per_tile, 2] classes: the character whose centre lies in the left / right half of
+    each image token's cell (the tile is a grid of n x n cells, row-major as the LM sees them), or 0.
+    Only for one-tile models, where the whole page is squeezed into the tile."""
+    if config.max_dynamic_patch != 1:
+        raise ValueError("glyph targets need a one-tile model (max_dynamic_patch = 1)")
+    n = math.isqrt(config.tokens_per_tile)
+    cell = config.force_image_size / n
+    x = glyphs[:, 0] * config.force_image_size / page_size[0]
+    y = glyphs[:, 1] * config.force_image_size / page_size[1]
+    col, row = np.floor(x / cell).astype(np.int64), np.floor(y / cell).astype(np.int64)
+    slot = (x - col * cell >= cell / 2).astype(np.int64)
+    code = glyphs[:, 2].astype(np.int64)
+    classes = np.where((code >= 33) & (code <= 126), code - 32, GLYPH_CLASSES - 1)
+    inside = (col >= 0) & (col < n) & (row >= 0) & (row < n)
+    out = np.zeros((n * n, 2), dtype=np.int64)
+    out[row[inside] * n + col[inside], slot[inside]] = classes[inside]
+    return torch.from_numpy(out)
 
 
 class Pages(IterableDataset):
@@ -75,7 +109,8 @@ class Pages(IterableDataset):
             seed += workers
 
 
-def batch_of(items: list[tuple[torch.Tensor, Packed]], pad_id: int) -> dict[str, torch.Tensor]:
-    out = collate([p for _, p in items], pad_id)
-    out["pixels"] = torch.cat([px for px, _ in items])
+def batch_of(items: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
+    out = collate([p for _, p, _ in items], pad_id)
+    out["pixels"] = torch.cat([px for px, _, _ in items])
+    out["glyphs"] = torch.stack([g for _, _, g in items])  # [B, tokens_per_tile, 2]
     return out
