@@ -87,10 +87,11 @@ def glyph_head(config: HPDConfig) -> torch.nn.Linear:
 
 
 def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None,
-              glyph_weight: float = 0.0) -> dict[str, torch.Tensor]:
+              glyph_weight: float = 0.0, hidden=forward_hidden) -> dict[str, torch.Tensor]:
     """Next-token loss over both branch kinds; with a glyph head, plus `glyph_weight` x the
-    per-cell character loss that teaches the vision tower to see glyphs where they are."""
-    h, rows = forward_hidden(model, batch)
+    per-cell character loss that teaches the vision tower to see glyphs where they are.
+    `hidden`: forward_hidden, or its torch.compile'd form."""
+    h, rows = hidden(model, batch)
     labels, kinds = batch["labels"], batch["kinds"]
     sel = labels != IGNORE
     loss = F.cross_entropy(model.lm.logits(h[sel]).float(), labels[sel], reduction="none")
@@ -159,6 +160,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
     lr = args.lr or (1e-3 if mtp else STAGES[data_stage].lr)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0 if mtp else 0.05, fused=args.cuda)
     model.train()
+    hidden = torch.compile(forward_hidden, dynamic=True) if args.compile else forward_hidden
     start, step, pages = time.perf_counter(), 0, 0
     for batch in loader(data_stage, config, tok, first_seed, args.workers, args.batch):
         elapsed = time.perf_counter() - start
@@ -169,7 +171,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
             g["lr"] = lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / seconds))))
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
-            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch, glyphs, args.glyph_weight)
+            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch, glyphs, args.glyph_weight, hidden)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -235,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--small", action="store_true", help="a tiny model, for a CPU smoke test")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the training forward (MODEL_NOTES: ~100 s to compile on a fresh machine)")
     args = ap.parse_args(argv)
     args.cuda = torch.cuda.is_available()
     args.device = args.device_type = "cuda" if args.cuda else "cpu"
