@@ -61,8 +61,17 @@ class Branch:
 
 
 def is_looping(tokens: list[int], window: int) -> bool:
-    """True when the last `window` tokens repeat one n-gram (n <= window // 8) end to end."""
+    """True when the last `window` tokens repeat one n-gram (n <= window // 8) end to end.
+
+    A period n must pair the last token with the one n before it, so most n are rejected by
+    that one comparison before the window is compared (this runs for every emitted token)."""
     if len(tokens) < window:
         return False
-    tail = tokens[-window:]
-    return any(tail[n:] == tail[:-n] for n in range(1, window // 8 + 1))
+    last, tail = tokens[-1], None
+    for n in range(1, window // 8 + 1):
+        if tokens[-1 - n] != last:
+            continue
+        tail = tail or tokens[-window:]
+        if tail[n:] == tail[:-n]:
+            return True
+    return False

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 import torch
@@ -62,6 +64,17 @@ def test_a_loop_shorter_than_an_eighth_of_the_window_is_what_the_detector_sees()
     assert is_looping(cycle, 240) and is_looping(cycle, 24)
     assert not is_looping(cycle, 16)  # n <= 16 // 8 = 2 < 3: use loop_window >= 24 for period-3 loops
     assert not is_looping(list(range(300)), 240)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=80), st.integers(8, 64))
+def test_loop_detector_equals_its_definition(tokens, window):
+    """The fast detector against the definition: the last `window` tokens are periodic with some
+    period n <= window // 8 (few-symbol alphabets make loops and near-loops common)."""
+    from hpd_core.branch import is_looping
+    tail = tokens[-window:]
+    expected = len(tokens) >= window and any(tail[n:] == tail[:-n] for n in range(1, window // 8 + 1))
+    assert is_looping(tokens, window) == expected
 
 
 @pytest.mark.parametrize("active", [1, 3])
