@@ -220,9 +220,11 @@ class Engine:
         out = speculative.step(self.model.lm, cache, [b.row for b in branches], [b.pending for b in branches],
                                torch.stack([b.hidden for b in branches]), options.draft_tokens,
                                options.draft_confidence)
-        forks = []
-        for run in {b.page: runs[b.page] for b in branches}.values():
-            mine = [i for i, b in enumerate(branches) if b.page == run.index]
+        forks, by_page = [], {}
+        for i, b in enumerate(branches):
+            by_page.setdefault(b.page, []).append(i)
+        for page, mine in by_page.items():
+            run = runs[page]
             c = run.tally.counts
             c["forwards"] += 1
             c["rounds"] += 1
