@@ -132,19 +132,17 @@ class Engine:
         images = [as_image(p) for p in pages]
         with self.lock:
             cache = self._new_cache()
-            if options.prompt == "fork" and not options.batch_children:
-                for i, image in enumerate(images):
-                    if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
-                        yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
-                        continue
-                    run = self._start_page(i, image, options, cache)
-                    yield self._started(run)
-                    yield from self._decode_serial(run, cache, options, cancel)
-            else:
-                runs = [self._start_page(i, image, options, cache) for i, image in enumerate(images)]
-                for run in runs:
-                    yield self._started(run)
-                yield from self._decode_rounds(runs, cache, options, cancel)
+            serial = options.prompt == "fork" and not options.batch_children
+            runs = []
+            for i, image in enumerate(images):
+                if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
+                    yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                    continue
+                runs.append(self._start_page(i, image, options, cache))
+                yield self._started(runs[-1])
+                if serial:
+                    yield from self._decode_serial(runs.pop(), cache, options, cancel)
+            yield from self._decode_rounds(runs, cache, options, cancel)  # nothing left when serial
 
     # ---- prompt and prefill -----------------------------------------------------------------
 

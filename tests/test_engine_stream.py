@@ -59,6 +59,21 @@ def test_cancelling_gives_every_page_a_cancelled_result_and_the_engine_stays_usa
     assert engine.parse(page(0), ParseOptions(max_new_tokens=40)).text
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_cancel_after_the_first_page_started_skips_the_vision_of_the_others(engine, batch):
+    cancel = threading.Event()
+    events = []
+    for event in engine.stream_batch([page(0), page(1), page(2)], ParseOptions(batch_children=batch,
+                                                                                max_new_tokens=40), cancel):
+        events.append(event)
+        if isinstance(event, PageStarted):
+            cancel.set()
+    started = [e.page for e in events if isinstance(e, PageStarted)]
+    finished = {e.page: e.result for e in events if isinstance(e, PageFinished)}
+    assert started == [0] and sorted(finished) == [0, 1, 2]
+    assert all(r.cancelled for r in finished.values()) and finished[1].stats.tiles == 0
+
+
 def test_sixteen_bit_transparent_and_empty_images(engine):
     wide = Image.fromarray((np.arange(40 * 60, dtype=np.uint16).reshape(40, 60) * 27).astype(np.uint16))
     clear = Image.new("RGBA", (60, 40), (0, 0, 0, 0))
