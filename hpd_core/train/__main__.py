@@ -171,7 +171,8 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
             g["lr"] = lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / seconds))))
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
-            out = mtp_losses(model, batch, args.mtp_k) if mtp else lm_losses(model, batch, glyphs, args.glyph_weight, hidden)
+            out = (mtp_losses(model, batch, args.mtp_k) if mtp
+                   else lm_losses(model, batch, glyphs, args.glyph_weight, hidden))
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -181,7 +182,8 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         if step % args.log_every == 0 or step == 1:
             row = {"stage": name, "step": step, "seconds": round(time.perf_counter() - start, 1),
                    "pages_per_s": round(pages / (time.perf_counter() - start), 1),
-                   "lr": opt.param_groups[0]["lr"], **{k: round(float(v.detach()), 4) for k, v in out.items()}}
+                   "lr": opt.param_groups[0]["lr"],
+                   **{k: round(float(v.detach()), 4) for k, v in out.items()}}
             log(row)
     model.eval()
 
