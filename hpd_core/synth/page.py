@@ -42,8 +42,17 @@ class SynthPage:
     blocks: list[Block]   # reading order; bbox on the 0-1000 grid of image
     lines: list[Line]     # every rendered line of the text-like blocks (LINE_LABELS)
     regions: list[str]    # per block: top | span | body | left | right | bottom
-    two_columns: bool
-    glyphs: np.ndarray    # [N, 3] float32: centre x, y (px) and code point of every drawn non-space character
+    layout: Layout        # what was drawn
+
+    @property
+    def two_columns(self) -> bool:
+        return self.layout.two_columns
+
+    @functools.cached_property
+    def glyphs(self) -> np.ndarray:
+        """[N, 3] float32: centre x, y (px) and code point of every drawn non-space character
+        (computed when asked: only training needs it)."""
+        return glyph_centres(self.layout)
 
     @property
     def parent_text(self) -> str:
@@ -64,7 +73,7 @@ def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
     pixels = _canvas().render(layout)
     blocks, lines, regions = ground_truth(layout, pixels)
     image = augment(pixels, random.Random(f"augment:{seed}"), config)
-    return SynthPage(seed, image, blocks, lines, regions, layout.two_columns, glyph_centres(layout))
+    return SynthPage(seed, image, blocks, lines, regions, layout)
 
 
 def glyph_centres(layout: Layout) -> np.ndarray:
