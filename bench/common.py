@@ -1,5 +1,6 @@
-"""What the load and soak scripts share: a free loopback port, waiting for a server process,
-sampling its memory, and the model to serve (--model, or a tiny random checkpoint with --tiny)."""
+"""What the bench scripts share: a free loopback port, waiting for a server process, sampling its
+memory, the model to serve (--model, or a tiny random checkpoint with --tiny), and a CUDA sync
+for timing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import torch
 
 HOST = "127.0.0.1"  # the scripts only ever talk to loopback
 
@@ -20,6 +22,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
+
+
+def sync() -> None:
+    """Wait for queued GPU work, so that a wall-clock reading includes it (no-op without CUDA)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def wait_ready(process: subprocess.Popen, health_url: str, name: str, seconds: float = 300) -> None:

@@ -35,6 +35,7 @@ import torch
 from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from bench.common import sync
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
 from hpd_core.checkpoint import write_tensors
 from hpd_core.config import HPDConfig
@@ -91,11 +92,6 @@ def write_real_checkpoint(folder: Path, seed: int = 0) -> Path:
 def page() -> Image.Image:
     rng = np.random.default_rng(0)
     return Image.fromarray(rng.integers(0, 256, (PAGE_SIZE[1], PAGE_SIZE[0], 3), dtype=np.uint8))
-
-
-def sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
 
 
 def seconds(fn, repeats: int) -> float:
@@ -174,8 +170,11 @@ def main() -> None:
     kv_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * started.prompt_tokens * \
         torch.finfo(engine.dtype).bits // 8  # one row's K and V at the prompt's length
     for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
-        floor = f"  floor {(weight_bytes + batch * kv_bytes) / args.bandwidth / 1e6:6.2f} ms " \
-                f"(weights {weight_bytes / 1e9:.2f} GB + KV {batch * kv_bytes / 1e9:.2f} GB)" if args.bandwidth else ""
+        floor = ""
+        if args.bandwidth:
+            kv = batch * kv_bytes
+            floor = (f"  floor {(weight_bytes + kv) / args.bandwidth / 1e6:6.2f} ms "
+                     f"(weights {weight_bytes / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
         print(f"step batch {batch:2d} k={k}    {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
     print(f"load average          {os.getloadavg()[0]:7.1f}")
 

@@ -18,9 +18,9 @@ import pstats
 import time
 
 import torch
-
 from PIL import Image
 
+from bench.common import sync
 from hpd_core import ParseOptions, load_engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.speculative import step
@@ -38,8 +38,6 @@ def main() -> None:
     if args.engine:
         return profile_engine(engine, args)
     lm, llm = engine.model.lm, engine.config.llm_config
-    cuda = args.device.startswith("cuda")
-    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
     for batch in (int(b) for b in args.batches.split(",")):
         cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
                         device=engine.device, rows=batch, capacity=args.context + 256)
@@ -54,24 +52,26 @@ def main() -> None:
         with torch.inference_mode():
             one_step()
             one_step()
-            if cuda:
-                torch.cuda.synchronize()
+            sync()
             start = time.perf_counter()
             for _ in range(10):
                 one_step()
-            if cuda:
-                torch.cuda.synchronize()
+            sync()
             print(f"batch {batch}: {(time.perf_counter() - start) * 100:.2f} ms per step", flush=True)
             with torch.profiler.profile() as prof:
                 for _ in range(3):
                     one_step()
-        print(prof.key_averages().table(sort_by=sort, row_limit=10), flush=True)
+        print(prof.key_averages().table(sort_by=sort_key(args.device), row_limit=10), flush=True)
+
+
+def sort_key(device: str) -> str:
+    """Operators by their own time on the device that ran them."""
+    return "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
 
 
 def profile_engine(engine, args) -> None:
     page = Image.open(args.engine)
     options = ParseOptions(prompt="plain", use_mtp=False, max_new_tokens=args.tokens)
-    sort = "self_cuda_time_total" if args.device.startswith("cuda") else "self_cpu_time_total"
     for batch in (int(b) for b in args.batches.split(",")):
         engine.parse_batch([page] * batch, options)  # warm-up: the allocator, kernels for these shapes
         host = cProfile.Profile()
@@ -85,7 +85,7 @@ def profile_engine(engine, args) -> None:
         print(f"engine batch {batch}: wall {wall:.2f} s, decode {decode:.2f} s, "
               f"{decode / args.tokens * 1000:.1f} ms per round", flush=True)
         pstats.Stats(host).sort_stats("tottime").print_stats(15)
-        print(prof.key_averages().table(sort_by=sort, row_limit=12), flush=True)
+        print(prof.key_averages().table(sort_by=sort_key(args.device), row_limit=12), flush=True)
 
 
 if __name__ == "__main__":

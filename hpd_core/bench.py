@@ -145,8 +145,8 @@ class Run:
 def timed(engine, job: Job, device: str) -> Run:
     """One run of `job`. Forwards are counted at the decoder, so a round that decodes the
     branches of many pages counts once (each page's own `Stats.forwards` counts it too)."""
-    results, calls = [], [0]
-    hook = engine.model.lm.model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    results, calls = [], []
+    hook = engine.model.lm.model.register_forward_pre_hook(lambda *_: calls.append(None))
     try:
         with PeakMemory(device) as memory:
             start = time.perf_counter()
@@ -155,7 +155,7 @@ def timed(engine, job: Job, device: str) -> Run:
             wall = time.perf_counter() - start
     finally:
         hook.remove()
-    return Run(wall, memory.mib, calls[0] - len(results), results)  # less one prefill per page
+    return Run(wall, memory.mib, len(calls) - len(results), results)  # less one prefill per page
 
 
 def measure(engine, jobs: Sequence[Job], device: str, repeats: int, log) -> list[tuple[Cell, list]]:
