@@ -138,11 +138,13 @@ class Engine:
                 if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
                     yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
                     continue
-                runs.append(self._start_page(i, image, options, cache))
-                yield self._started(runs[-1])
+                run = self._start_page(i, image, options, cache)
+                yield self._started(run)
                 if serial:
-                    yield from self._decode_serial(runs.pop(), cache, options, cancel)
-            yield from self._decode_rounds(runs, cache, options, cancel)  # nothing left when serial
+                    yield from self._decode_serial(run, cache, options, cancel)
+                else:
+                    runs.append(run)
+            yield from self._decode_rounds(runs, cache, options, cancel)  # batched: all started pages together
 
     # ---- prompt and prefill -----------------------------------------------------------------
 
