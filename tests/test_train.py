@@ -37,13 +37,39 @@ def test_glyph_targets_put_each_character_in_its_cell_and_half():
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     subprocess.run([sys.executable, "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:60",
-                    "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1",
+                    "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1", "--pointer-weight", "1",
                     "--log-every", "1", "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "step" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert all(np.isfinite([r["loss"], r["child"], r["glyph"]]).all() for r in steps)
+    assert all(np.isfinite([r["loss"], r["child"], r["glyph"], r["ptr_here"], r["ptr_next"]]).all() for r in steps)
     assert any("image_test" in r for r in rows) and rows[-1] == {"event": "saved", "stage": "lines"}
     engine = load_engine(str(out / "hpd-tiny"))
     assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 1
     assert engine.model.lm.lm_head.weight.dtype == torch.float32
+
+
+def test_pointer_cells_hold_the_characters_of_their_token():
+    """Every image cell a token's pointer target names holds one of the token's characters."""
+    from hpd_core.synth import render_page
+    from hpd_core.tokenizer import HPDTokenizer
+    from hpd_core.train.data import STAGES, child_tokens
+
+    raw = Tokenizer.from_file(str(TOKENIZER))
+    config = bundled_config(raw)
+    tok = HPDTokenizer(raw, config)
+    checked = 0
+    for seed in (3, 4):
+        page = render_page(seed, STAGES["lines"].synth)
+        glyphs = glyph_targets(page.glyphs, page.image.size, config)
+        branches = child_tokens(page, tok, config)
+        assert len(branches) == len(page.children_texts)
+        for (ids, cells), text in zip(branches, page.children_texts):
+            assert ids == tok.encode(text) and len(cells) == len(ids)
+            for token, where in zip(ids, cells):
+                chars = {ord(c) - 32 for c in raw.decode([token]) if not c.isspace()}
+                assert bool(where) == bool(chars)
+                for cell in where:  # (a half-cell keeps one character: a narrow one can be hidden)
+                    assert chars & {int(c) for c in glyphs[cell]}, (raw.decode([token]), where)
+                checked += 1
+    assert checked > 100

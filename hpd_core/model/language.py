@@ -60,13 +60,18 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, rope, mask, kv: "KVAccess") -> torch.Tensor:
+    def project(self, x, rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [B, heads, q, D], k and v [B, kv_heads, q, D] of inputs x [B, q, H], rotated."""
         b, q_len, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, q_len, self.heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, q_len, self.kv_heads, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, q_len, self.kv_heads, self.head_dim).transpose(1, 2)
         cos, sin = rope
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+    def forward(self, x, rope, mask, kv: "KVAccess") -> torch.Tensor:
+        b, q_len, _ = x.shape
+        q, k, v = self.project(x, rope)
         k, v = kv(k, v)  # [B, kv_heads, L, D]: the cache (with this step's keys written) or just them
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))

@@ -22,6 +22,7 @@ from hpd_core.grammar import GRID, Block, format_assembled, format_children, for
 from hpd_core.synth.augment import augment
 from hpd_core.synth.config import LINE_LABELS, SynthConfig
 from hpd_core.synth.drawing import Rect, draw
+from hpd_core.synth.elements import Element
 from hpd_core.synth.layout import Layout, compose_page
 
 INK = 200  # a pixel is ink when its darkest channel is below this
@@ -80,8 +81,13 @@ def glyph_centres(layout: Layout) -> np.ndarray:
     """[N, 3]: for every non-space character of every text run, the centre of its advance box
     (x) at mid x-height (y, 0.3 em above the baseline), and its code point. Training uses them
     as per-cell character targets for the vision tower."""
+    return np.concatenate([element_glyphs(e) for e in layout.elements] or [np.zeros((0, 3), np.float32)])
+
+
+def element_glyphs(element: Element) -> np.ndarray:
+    """glyph_centres of one element, in the order its runs were drawn."""
     out = []
-    for run in (r for e in layout.elements for r in e.runs):
+    for run in element.runs:
         x = run.x
         for ch in run.text:
             advance = run.face.width(ch, run.size)

@@ -86,12 +86,26 @@ def glyph_head(config: HPDConfig) -> torch.nn.Linear:
     return torch.nn.Linear(config.llm_config.hidden_size, 2 * GLYPH_CLASSES)
 
 
-def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None,
-              glyph_weight: float = 0.0, hidden=forward_hidden) -> dict[str, torch.Tensor]:
+def pointer_layers(layers: int) -> tuple[tuple[int, str], ...]:
+    """Decoder layers whose head 0 the pointer loss teaches where to look: at the cells of the
+    token it reads ("here", 1 of 6) and of the token it writes next ("next", 3 of 6)."""
+    return (max(0, layers // 3 - 1), "here"), (layers // 2, "next")
+
+
+def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None, glyph_weight: float = 0.0,
+              pointer_weight: float = 0.0, hidden=forward_hidden) -> dict[str, torch.Tensor]:
     """Next-token loss over both branch kinds; with a glyph head, plus `glyph_weight` x the
-    per-cell character loss that teaches the vision tower to see glyphs where they are.
-    `hidden`: forward_hidden, or its torch.compile'd form."""
-    h, rows = hidden(model, batch)
+    per-cell character loss that teaches the vision tower to see glyphs where they are; plus
+    `pointer_weight` x the pointer loss (`pointer_losses`). `hidden`: forward_hidden, or its
+    torch.compile'd form."""
+    inputs, layers = {}, model.lm.model.layers
+    hooks = [layers[i].self_attn.register_forward_pre_hook(lambda _, args, i=i: inputs.__setitem__(i, args[:2]))
+             for i, _ in pointer_layers(len(layers))] if pointer_weight else []
+    try:
+        h, rows = hidden(model, batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
     labels, kinds = batch["labels"], batch["kinds"]
     sel = labels != IGNORE
     loss = F.cross_entropy(model.lm.logits(h[sel]).float(), labels[sel], reduction="none")
@@ -104,6 +118,36 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
         ink = target > 0
         out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
+    if pointer_weight:
+        for name, value in pointer_losses(model, batch, inputs).items():
+            out[name] = value
+            if not name.endswith("_acc"):
+                out["loss"] = out["loss"] + pointer_weight * value
+    return out
+
+
+def pointer_losses(model: HPDModel, batch: dict, inputs: dict) -> dict[str, torch.Tensor]:
+    """Guided attention: at every content token with known cells, -log of the attention mass
+    that head 0 of a pointer layer puts, among the image rows, on the target cells (the cells of
+    the token read, or of the token to write). `inputs`: each pointer layer's attention inputs."""
+    layers = model.lm.model.layers
+    slots = batch["ids"] == batch["image_id"]
+    following = batch["cells"]
+    here = torch.full_like(following, -1)
+    same = (batch["segments"][:, 1:] == batch["segments"][:, :-1])[..., None]
+    here[:, 1:] = torch.where(same, following[:, :-1], -1)
+    out = {}
+    for i, name in pointer_layers(len(layers)):
+        q, k, _ = layers[i].self_attn.project(*inputs[i])
+        keys = k[:, 0][slots].view(q.shape[0], -1, q.shape[-1])           # [B, image tokens, D]
+        target = here if name == "here" else following
+        rows = target[..., 0] >= 0
+        logits = (q[:, 0] @ keys.transpose(1, 2))[rows].float() * q.shape[-1] ** -0.5  # [N, image tokens]
+        logp, cells = logits.log_softmax(-1), target[rows]
+        mass = logp.gather(1, cells.clamp(min=0)).masked_fill(cells < 0, -math.inf).logsumexp(-1)
+        n = max(1, int(rows.sum()))  # a batch of `plain` samples only has no pointer targets
+        out[f"ptr_{name}"] = -mass.sum() / n
+        out[f"ptr_{name}_acc"] = (logp.argmax(-1)[:, None] == cells).any(-1).float().sum() / n
     return out
 
 
@@ -172,7 +216,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out = (mtp_losses(model, batch, args.mtp_k) if mtp
-                   else lm_losses(model, batch, glyphs, args.glyph_weight, hidden))
+                   else lm_losses(model, batch, glyphs, args.glyph_weight, args.pointer_weight, hidden))
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -233,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mtp-k", type=int, default=10)
     ap.add_argument("--glyph-weight", type=float, default=0.0,
                     help="weight of the per-cell character loss on the image rows (0: off)")
+    ap.add_argument("--pointer-weight", type=float, default=0.0,
+                    help="weight of the guided-attention loss that points heads at the cells being read (0: off)")
     ap.add_argument("--mtp-data", default="dense")
     ap.add_argument("--eval-pages", type=int, default=8)
     ap.add_argument("--eval-tokens", type=int, default=700)

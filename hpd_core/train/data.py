@@ -12,11 +12,14 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from hpd_core.config import HPDConfig
 from hpd_core.preprocess import preprocess
+from hpd_core.grammar import has_content
 from hpd_core.synth import SynthConfig, render_page
+from hpd_core.synth.page import SynthPage, element_glyphs
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_core.train.packing import Packed, collate, pack
 
 GLYPH_CLASSES = 96  # 0: no glyph; 1-94: printable ASCII 33-126; 95: any other character
+POINTER_CELLS = 12  # image cells kept per token as its pointer target
 
 # Bundled-model type sizes: body text 22-28 px on a 768-px-wide page, seen squeezed into one
 # 640-px tile (x-height about 7-9 px at 8-px patches).
@@ -69,15 +72,18 @@ def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sam
         return pixels, pack(prompt, tok.encode(page.assembled_text) + end, [], fork=tok.special.fork,
                             child=tok.special.child), glyphs
     prompt = tok.prompt_ids(INSTRUCTIONS["fork"], image_tokens)
-    children = [tok.encode(text) + end for text in page.children_texts]
-    return pixels, pack(prompt, tok.encode(page.parent_text) + end, children, fork=tok.special.fork,
-                        child=tok.special.child), glyphs
+    children = child_tokens(page, tok, config)
+    return pixels, pack(prompt, tok.encode(page.parent_text) + end, [ids + end for ids, _ in children],
+                        fork=tok.special.fork, child=tok.special.child,
+                        cells=[cells + [()] for _, cells in children]), glyphs
 
 
-def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig) -> torch.Tensor:
-    """[tokens_per_tile, 2] classes: the character whose centre lies in the left / right half of
-    each image token's cell (the tile is a grid of n x n cells, row-major as the LM sees them), or 0.
-    Only for one-tile models, where the whole page is squeezed into the tile."""
+def glyph_cells(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For glyph centres [N, 3] (page px): the image token whose cell holds each centre (the tile
+    is a grid of n x n cells, row-major as the LM sees them), the half of the cell (0 left, 1
+    right), and whether it lies on the tile. Only for one-tile models, where the whole page is
+    squeezed into the tile."""
     if config.max_dynamic_patch != 1:
         raise ValueError("glyph targets need a one-tile model (max_dynamic_patch = 1)")
     n = math.isqrt(config.tokens_per_tile)
@@ -85,13 +91,41 @@ def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDCon
     x = glyphs[:, 0] * config.force_image_size / page_size[0]
     y = glyphs[:, 1] * config.force_image_size / page_size[1]
     col, row = np.floor(x / cell).astype(np.int64), np.floor(y / cell).astype(np.int64)
-    slot = (x - col * cell >= cell / 2).astype(np.int64)
+    inside = (col >= 0) & (col < n) & (row >= 0) & (row < n)
+    return row * n + col, (x - col * cell >= cell / 2).astype(np.int64), inside
+
+
+def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig) -> torch.Tensor:
+    """[tokens_per_tile, 2] classes: the character whose centre lies in the left / right half of
+    each image token's cell, or 0."""
+    cell, slot, inside = glyph_cells(glyphs, page_size, config)
     code = glyphs[:, 2].astype(np.int64)
     classes = np.where((code >= 33) & (code <= 126), code - 32, GLYPH_CLASSES - 1)
-    inside = (col >= 0) & (col < n) & (row >= 0) & (row < n)
-    out = np.zeros((n * n, 2), dtype=np.int64)
-    out[row[inside] * n + col[inside], slot[inside]] = classes[inside]
+    out = np.zeros((config.tokens_per_tile, 2), dtype=np.int64)
+    out[cell[inside], slot[inside]] = classes[inside]
     return torch.from_numpy(out)
+
+
+def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[tuple[list[int], list[tuple[int, ...]]]]:
+    """Per content branch (fork order): its tokens (without <|im_end|>) and, per token, the image
+    cells that hold the token's characters (the target of the pointer loss). Branches whose drawn
+    characters do not spell their text (tables, formulas) get no cells: empty tuples."""
+    elements = iter(e for e in page.layout.elements if has_content(e.label))
+    out = []
+    for text in page.children_texts:
+        element = next(e for e in elements if e.text == text)  # blocks are the elements with ink, in order
+        encoding = tok.tokenizer.encode(text, add_special_tokens=False)
+        glyphs = element_glyphs(element)
+        chars = [i for i, ch in enumerate(text) if not ch.isspace()]
+        if "".join(text[i] for i in chars) != "".join(map(chr, glyphs[:, 2].astype(np.int64))):
+            out.append((encoding.ids, [()] * len(encoding.ids)))
+            continue
+        cell, _, inside = glyph_cells(glyphs, page.image.size, config)
+        cell_of_char = {c: int(cell[g]) for g, c in enumerate(chars) if inside[g]}
+        cells = [tuple(dict.fromkeys(cell_of_char[i] for i in range(a, b) if i in cell_of_char))[:POINTER_CELLS]
+                 for a, b in encoding.offsets]
+        out.append((encoding.ids, cells))
+    return out
 
 
 class Pages(IterableDataset):
