@@ -60,7 +60,7 @@ def test_pointer_cells_hold_the_characters_of_their_token():
     tok = HPDTokenizer(raw, config)
     checked = 0
     for seed in (3, 4):
-        page = render_page(seed, STAGES["lines"].synth)
+        page = render_page(seed, STAGES["lines"].synth(seed))
         glyphs = glyph_targets(page.glyphs, page.image.size, config)
         branches = child_tokens(page, tok, config)
         assert len(branches) == len(page.children_texts)

@@ -114,8 +114,9 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
     if glyphs is not None:
         logits = glyphs(rows).float().view(-1, GLYPH_CLASSES)
         target = batch["glyphs"].reshape(-1)
-        out["glyph"] = F.cross_entropy(logits, target)
         ink = target > 0
+        loss = F.cross_entropy(logits, target, reduction="none")
+        out["glyph"] = loss[ink].mean() + loss[~ink].mean()  # inked half-cells are few: weigh them as much as the blank
         out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
     if pointer_weight:
@@ -252,7 +253,7 @@ def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens:
     from hpd_core.synth import render_page
 
     engine = Engine(model, tok, name="training")
-    synth = [render_page(EVAL_SEEDS + i, STAGES[stage_name].synth) for i in range(pages)]
+    synth = [render_page(EVAL_SEEDS + i, STAGES[stage_name].synth(EVAL_SEEDS + i)) for i in range(pages)]
     start = time.perf_counter()
     results = engine.parse_batch([p.image for p in synth], ParseOptions(
         use_mtp=use_mtp, batch_children=True, max_new_tokens=max_new_tokens))

@@ -28,33 +28,41 @@ LARGE_TYPE = (22.0, 28.0)
 
 @dataclass(frozen=True)
 class Stage:
-    synth: SynthConfig
+    synths: tuple[SynthConfig, ...]  # page kinds, taken in turn by seed
     batch: int
     lr: float
     plain_fraction: float = 0.1   # share of samples with the `plain` prompt (one flat trajectory)
 
+    def synth(self, seed: int) -> SynthConfig:
+        return self.synths[seed % len(self.synths)]
+
+
+LINES = SynthConfig(min_blocks=10, max_blocks=24, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
+                    label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
+                    footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6))
+DENSE = SynthConfig.dense(font_size_range=(20.0, 26.0))
+
 
 STAGES = {
     # one short paragraph somewhere on the page: learn to read where the ink is
-    "one": Stage(SynthConfig.simple(n_blocks=1, font_size_range=LARGE_TYPE, paragraph_words=(3, 14)), 48, 1e-3),
+    "one": Stage((SynthConfig.simple(n_blocks=1, font_size_range=LARGE_TYPE, paragraph_words=(3, 14)),), 48, 1e-3),
     # pages full of random words (no language shortcut): the most reading per image
-    "read": Stage(SynthConfig(min_blocks=2, max_blocks=6, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
+    "read": Stage((SynthConfig(min_blocks=2, max_blocks=6, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
                               label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
-                              footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.2, paragraph_words=(30, 120)),
+                              footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.2, paragraph_words=(30, 120)),),
                   32, 1e-3),
     # many short blocks (one or two lines of random words each): many reading targets per page,
     # each a block whose box points at one line
-    "lines": Stage(SynthConfig(min_blocks=10, max_blocks=24, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
-                               label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
-                               footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6)),
-                   32, 1e-3),
+    "lines": Stage((LINES,), 32, 1e-3),
     # a few text-like blocks: learn to find the block a child is about
-    "few": Stage(SynthConfig(min_blocks=2, max_blocks=5, font_size_range=LARGE_TYPE, header_prob=0.2,
+    "few": Stage((SynthConfig(min_blocks=2, max_blocks=5, font_size_range=LARGE_TYPE, header_prob=0.2,
                              footer_prob=0.2, page_number_prob=0.3, two_column_prob=0.3,
                              label_weights=(("title", 1.0), ("text", 4.0), ("list", 1.0), ("table", 0.5),
-                                            ("formula", 0.3), ("image", 0.5)), paragraph_words=(8, 40)), 32, 8e-4),
+                                            ("formula", 0.3), ("image", 0.5)), paragraph_words=(8, 40)),), 32, 8e-4),
     # full pages with every label and more realistic text
-    "dense": Stage(SynthConfig.dense(font_size_range=(20.0, 26.0)), 24, 6e-4),
+    "dense": Stage((DENSE,), 24, 6e-4),
+    # half `lines`, half `dense`: keep reading while learning every label and realistic text
+    "mix": Stage((LINES, DENSE), 28, 8e-4),
 }
 
 
@@ -62,7 +70,7 @@ Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # pixels, packed sequence, g
 
 
 def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sample:
-    page = render_page(seed, stage.synth)
+    page = render_page(seed, stage.synth(seed))
     pixels = preprocess(page.image, config)
     glyphs = glyph_targets(page.glyphs, page.image.size, config)
     image_tokens = pixels.shape[0] * config.tokens_per_tile
