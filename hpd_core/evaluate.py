@@ -38,7 +38,7 @@ from hpd_core.metrics import aggregate, evaluate_page
 from hpd_core.synth import SynthConfig, render_page
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
-SYNTH_CONFIGS = {"dense": SynthConfig.dense, "simple": SynthConfig.simple}
+SYNTH_CONFIGS = {"dense": SynthConfig.dense, "simple": SynthConfig.simple, "lines": SynthConfig.lines}
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 # DESIGN.md §6: bundled model on fresh synthetic pages. (metric, target, higher is better)
 TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "teds": (0.90, True)}

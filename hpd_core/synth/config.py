@@ -77,6 +77,15 @@ class SynthConfig:
         return replace(base, **overrides)
 
     @classmethod
+    def lines(cls, **overrides) -> SynthConfig:
+        """10-24 short blocks (2-6 random words: one or two lines each) in large type: the most
+        reading targets per page, no language shortcut."""
+        base = cls(min_blocks=10, max_blocks=24, font_size_range=(22.0, 28.0), real_text_fraction=0.0,
+                   label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
+                   footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6))
+        return replace(base, **overrides)
+
+    @classmethod
     def dense(cls, **overrides) -> SynthConfig:
         """Full pages with every label: header, footer, page number, often two columns."""
         base = cls(min_blocks=14, max_blocks=24, doc_title_prob=0.8, caption_prob=0.9,

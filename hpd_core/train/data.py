@@ -37,9 +37,7 @@ class Stage:
         return self.synths[seed % len(self.synths)]
 
 
-LINES = SynthConfig(min_blocks=10, max_blocks=24, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
-                    label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
-                    footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6))
+LINES = SynthConfig.lines()
 DENSE = SynthConfig.dense(font_size_range=(20.0, 26.0))
 
 
