@@ -37,8 +37,8 @@ def test_glyph_targets_put_each_character_in_its_cell_and_half():
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     subprocess.run([sys.executable, "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:60",
-                    "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1", "--pointer-weight", "1",
-                    "--log-every", "1", "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
+                    "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1",
+                    "--pointer-weight", "1", "--log-every", "1", "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "step" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]

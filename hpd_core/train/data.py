@@ -112,7 +112,10 @@ def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDCon
     return torch.from_numpy(out)
 
 
-def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[tuple[list[int], list[tuple[int, ...]]]]:
+Branch = tuple[list[int], list[tuple[int, ...]]]  # tokens, and per token the image cells holding it
+
+
+def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[Branch]:
     """Per content branch (fork order): its tokens (without <|im_end|>) and, per token, the image
     cells that hold the token's characters (the target of the pointer loss). Branches whose drawn
     characters do not spell their text (tables, formulas) get no cells: empty tuples."""
