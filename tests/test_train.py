@@ -50,26 +50,29 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
 
 
 def test_pointer_cells_hold_the_characters_of_their_token():
-    """Every image cell a token's pointer target names holds one of the token's characters."""
-    from hpd_core.synth import render_page
+    """Every image cell a token's pointer target names holds one of the token's characters, for
+    text blocks and for table cells (whose tags are not drawn and get no cells)."""
+    from hpd_core.synth import SynthConfig, render_page
     from hpd_core.tokenizer import HPDTokenizer
-    from hpd_core.train.data import STAGES, child_tokens
+    from hpd_core.train.data import child_tokens
 
     raw = Tokenizer.from_file(str(TOKENIZER))
     config = bundled_config(raw)
     tok = HPDTokenizer(raw, config)
-    checked = 0
-    for seed in (3, 4):
-        page = render_page(seed, STAGES["lines"].synth(seed))
+    tables = SynthConfig.dense(label_weights=(("table", 1.0), ("text", 1.0)), font_size_range=(20.0, 26.0))
+    checked, in_tables = 0, 0
+    for page in (render_page(3, SynthConfig.lines()), render_page(4, SynthConfig.lines()), render_page(5, tables)):
         glyphs = glyph_targets(page.glyphs, page.image.size, config)
         branches = child_tokens(page, tok, config)
         assert len(branches) == len(page.children_texts)
         for (ids, cells), text in zip(branches, page.children_texts):
             assert ids == tok.encode(text) and len(cells) == len(ids)
             for token, where in zip(ids, cells):
-                chars = {ord(c) - 32 for c in raw.decode([token]) if not c.isspace()}
-                assert bool(where) == bool(chars)
+                piece = raw.decode([token])
+                chars = {ord(c) - 32 for c in piece if not c.isspace()}
+                assert bool(where) == bool(chars) or "<" in piece or ">" in piece
                 for cell in where:  # (a half-cell keeps one character: a narrow one can be hidden)
-                    assert chars & {int(c) for c in glyphs[cell]}, (raw.decode([token]), where)
+                    assert chars & {int(c) for c in glyphs[cell]}, (piece, where)
                 checked += 1
-    assert checked > 100
+                in_tables += bool(where) and text.startswith("<table>")
+    assert checked > 100 and in_tables > 20

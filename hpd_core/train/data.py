@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,19 +114,22 @@ def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDCon
 
 
 Branch = tuple[list[int], list[tuple[int, ...]]]  # tokens, and per token the image cells holding it
+_TAG = re.compile(r"<[^>]*>")  # table markup
 
 
 def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[Branch]:
     """Per content branch (fork order): its tokens (without <|im_end|>) and, per token, the image
-    cells that hold the token's characters (the target of the pointer loss). Branches whose drawn
-    characters do not spell their text (tables, formulas) get no cells: empty tuples."""
+    cells that hold the token's characters (the target of the pointer loss). A table's tags are
+    not drawn: only its cell text is; branches whose drawn characters do not spell their text
+    (formulas) get no cells: empty tuples."""
     elements = iter(e for e in page.layout.elements if has_content(e.label))
     out = []
     for text in page.children_texts:
         element = next(e for e in elements if e.text == text)  # blocks are the elements with ink, in order
         encoding = tok.tokenizer.encode(text, add_special_tokens=False)
         glyphs = element_glyphs(element)
-        chars = [i for i, ch in enumerate(text) if not ch.isspace()]
+        tags = {i for m in _TAG.finditer(text) for i in range(m.start(), m.end())}
+        chars = [i for i, ch in enumerate(text) if not ch.isspace() and i not in tags]
         if "".join(text[i] for i in chars) != "".join(map(chr, glyphs[:, 2].astype(np.int64))):
             out.append((encoding.ids, [()] * len(encoding.ids)))
             continue
