@@ -54,7 +54,7 @@ def test_pointer_cells_hold_the_characters_of_their_token():
     text blocks and for table cells (whose tags are not drawn and get no cells)."""
     from hpd_core.synth import SynthConfig, render_page
     from hpd_core.tokenizer import HPDTokenizer
-    from hpd_core.train.data import child_tokens
+    from hpd_core.train.data import child_tokens, glyph_cells
 
     raw = Tokenizer.from_file(str(TOKENIZER))
     config = bundled_config(raw)
@@ -62,17 +62,19 @@ def test_pointer_cells_hold_the_characters_of_their_token():
     tables = SynthConfig.dense(label_weights=(("table", 1.0), ("text", 1.0)), font_size_range=(20.0, 26.0))
     checked, in_tables = 0, 0
     for page in (render_page(3, SynthConfig.lines()), render_page(4, SynthConfig.lines()), render_page(5, tables)):
-        glyphs = glyph_targets(page.glyphs, page.image.size, config)
+        at = {}  # cell -> the characters whose centres lie in it
+        for cell, code in zip(glyph_cells(page.glyphs, page.image.size, config)[0], page.glyphs[:, 2]):
+            at.setdefault(int(cell), set()).add(chr(int(code)))
         branches = child_tokens(page, tok, config)
         assert len(branches) == len(page.children_texts)
         for (ids, cells), text in zip(branches, page.children_texts):
             assert ids == tok.encode(text) and len(cells) == len(ids)
             for token, where in zip(ids, cells):
                 piece = raw.decode([token])
-                chars = {ord(c) - 32 for c in piece if not c.isspace()}
-                assert bool(where) == bool(chars) or "<" in piece or ">" in piece
-                for cell in where:  # (a half-cell keeps one character: a narrow one can be hidden)
-                    assert chars & {int(c) for c in glyphs[cell]}, (piece, where)
+                chars = {c for c in piece if not c.isspace()}
+                assert bool(where) == bool(chars) or text.startswith("<table>")  # tags have no cells
+                for cell in where:
+                    assert chars & at[cell], (piece, where)
                 checked += 1
                 in_tables += bool(where) and text.startswith("<table>")
     assert checked > 100 and in_tables > 20
