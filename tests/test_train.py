@@ -38,11 +38,13 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     subprocess.run([sys.executable, "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:60",
                     "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1",
-                    "--pointer-weight", "1", "--log-every", "1", "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
+                    "--pointer-weight", "1", "--mtp-weight", "0.5", "--mtp-k", "3", "--log-every", "1",
+                    "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "step" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert all(np.isfinite([r["loss"], r["child"], r["glyph"], r["ptr_here"], r["ptr_next"]]).all() for r in steps)
+    losses = ("loss", "child", "glyph", "ptr_here", "ptr_next", "mtp")
+    assert all(np.isfinite([r[name] for name in losses]).all() for r in steps)
     assert any("image_test" in r for r in rows) and rows[-1] == {"event": "saved", "stage": "lines"}
     engine = load_engine(str(out / "hpd-tiny"))
     assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 1

@@ -93,10 +93,13 @@ def pointer_layers(layers: int) -> tuple[tuple[int, str], ...]:
 
 
 def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None, glyph_weight: float = 0.0,
-              pointer_weight: float = 0.0, hidden=forward_hidden) -> dict[str, torch.Tensor]:
+              pointer_weight: float = 0.0, mtp_weight: float = 0.0, mtp_k: int = 0,
+              hidden=forward_hidden) -> dict[str, torch.Tensor]:
     """Next-token loss over both branch kinds; with a glyph head, plus `glyph_weight` x the
     per-cell character loss that teaches the vision tower to see glyphs where they are; plus
-    `pointer_weight` x the pointer loss (`pointer_losses`). `hidden`: forward_hidden, or its
+    `pointer_weight` x the pointer loss (`pointer_losses`); plus `mtp_weight` x the draft head's
+    teacher-forced loss on the true text, its gradient reaching the LM too, so that the hidden
+    state learns to carry the tokens after the next. `hidden`: forward_hidden, or its
     torch.compile'd form."""
     inputs, layers = {}, model.lm.model.layers
     hooks = [layers[i].self_attn.register_forward_pre_hook(lambda _, args, i=i: inputs.__setitem__(i, args[:2]))
@@ -119,6 +122,10 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
         out["glyph"] = loss[ink].mean() + loss[~ink].mean()  # inked half-cells are few: weigh them as much as the blank
         out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
+    if mtp_weight:
+        drafts = draft_losses(model, h, labels, batch, mtp_k, teacher_forced=True)
+        out["mtp"], out["mtp_acc1"] = drafts["loss"], drafts["acc1"]
+        out["loss"] = out["loss"] + mtp_weight * drafts["loss"]
     if pointer_weight:
         for name, value in pointer_losses(model, batch, inputs).items():
             out[name] = value
@@ -159,21 +166,31 @@ def mtp_losses(model: HPDModel, batch: dict, k: int) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         h, _ = forward_hidden(model, batch)
         greedy = model.lm.logits(h).argmax(-1)  # [B, L]: the model's next token at every position
+    return draft_losses(model, h, greedy, batch, k, teacher_forced=False)
+
+
+def draft_losses(model: HPDModel, h: torch.Tensor, following: torch.Tensor, batch: dict, k: int,
+                 teacher_forced: bool) -> dict[str, torch.Tensor]:
+    """The draft head's loss over k drafts from every position with a label: draft i, from the
+    hidden state h at t, must predict following[t + i] (the token after position t + i, in the same
+    branch). Its input token is following[t] for draft 1, then the head's own previous draft, or,
+    `teacher_forced`, the right one."""
     segments = batch["segments"]
     sel = batch["labels"] != IGNORE
-    hidden, token = h[sel], greedy[sel]
+    hidden, token = h[sel], following[sel]
     total, accepted_so_far, stats = 0.0, torch.ones_like(token, dtype=torch.bool), {}
     for i in range(1, k + 1):
-        shifted = torch.full_like(greedy, IGNORE)
-        shifted[:, :-i] = torch.where(segments[:, i:] == segments[:, :-i], greedy[:, i:], IGNORE)
+        shifted = torch.full_like(following, IGNORE)
+        shifted[:, :-i] = torch.where(segments[:, i:] == segments[:, :-i], following[:, i:], IGNORE)
         target = shifted[sel]
         hidden = model.lm.mtp(hidden, model.lm.embed(token))
         logits = model.lm.logits(hidden).float()
         valid = target != IGNORE
         loss = F.cross_entropy(logits[valid], target[valid]) if valid.any() else logits.sum() * 0
         total = total + loss / k
-        token = logits.argmax(-1)
-        accepted_so_far &= (token == target) & valid
+        drafted = logits.argmax(-1)
+        token = target.clamp(min=0) if teacher_forced else drafted
+        accepted_so_far &= (drafted == target) & valid
         stats[f"acc{i}"] = accepted_so_far.float().sum() / valid.float().sum().clamp(min=1)
     stats["loss"] = total
     return stats
@@ -195,7 +212,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
     mtp = name == "mtp"
     data_stage = args.mtp_data if mtp else name
     params = list(model.lm.mtp.parameters()) if mtp else [p for n, p in model.named_parameters()
-                                                         if not n.startswith("language_model.mtp.")]
+                                                         if args.mtp_weight or not n.startswith("language_model.mtp.")]
     if glyphs is not None and not mtp:
         params += list(glyphs.parameters())
     for p in model.parameters():
@@ -217,7 +234,8 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out = (mtp_losses(model, batch, args.mtp_k) if mtp
-                   else lm_losses(model, batch, glyphs, args.glyph_weight, args.pointer_weight, hidden))
+                   else lm_losses(model, batch, glyphs, args.glyph_weight, args.pointer_weight, args.mtp_weight,
+                                  args.mtp_k, hidden))
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -280,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="weight of the per-cell character loss on the image rows (0: off)")
     ap.add_argument("--pointer-weight", type=float, default=0.0,
                     help="weight of the guided-attention loss that points heads at the cells being read (0: off)")
+    ap.add_argument("--mtp-weight", type=float, default=0.0,
+                    help="train the draft head with the LM (teacher-forced, --mtp-k drafts) at this weight (0: off)")
     ap.add_argument("--mtp-data", default="dense")
     ap.add_argument("--eval-pages", type=int, default=8)
     ap.add_argument("--eval-tokens", type=int, default=700)
