@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from pathlib import Path
 
 from app.comparison import Comparison
 from app.palette import colour
 from app.state import BranchView, PageView, Summary
 from hpd_core.engine import EngineInfo
 from hpd_core.grammar import BLOCK, CHILD, FORK, format_bbox
+from hpd_core.loader import BUNDLED_MODEL
 
 STATES = ("waiting", "decoding", "done")
 
@@ -79,8 +81,16 @@ def info_markdown(info: EngineInfo) -> str:
         return (f"**Backend** remote server `{info.path}` · **model** `{info.name}` · {what}. A server sends "
                 "text only: no token counts, accepted drafts or per-branch timing.")
     mtp = "yes" if info.mtp else "no (use_mtp unavailable)"
-    return (f"**Backend** in-process · **model** `{info.name}` · **device** {info.device} · **dtype** "
+    line = (f"**Backend** in-process · **model** `{info.name}` · **device** {info.device} · **dtype** "
             f"{info.dtype} · **parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
+    return line + BUNDLED_NOTE if Path(info.path) == BUNDLED_MODEL else line
+
+
+# What the bundled model reads (measured: README, docs/training.md), so that nobody takes its
+# transcription of their own document for the method's.
+BUNDLED_NOTE = ("  \nThe bundled model is a 21 M demo trained on synthetic pages: it reads large print (20-28 px "
+                "type on a 768-px page), imperfectly. For real documents run the app with "
+                "`--model PaddlePaddle/HPD-Parsing`.")
 
 
 # ---- statistics ------------------------------------------------------------------------------

@@ -10,10 +10,12 @@ from app.boxes import draw_boxes
 from app.comparison import Comparison
 from app.downloads import safe_stem
 from app.palette import colour, rgb
-from app.render import branches_html, comparison_html, diff_html, stats_html, tree_html
+from app.render import BUNDLED_NOTE, branches_html, comparison_html, diff_html, info_markdown, stats_html, tree_html
 from app.state import BranchView, Summary
 from app.timeline import sparkline_svg, timeline_svg
+from hpd_core.engine import EngineInfo
 from hpd_core.grammar import Block
+from hpd_core.loader import BUNDLED_MODEL
 from hpd_core.result import ParseResult, Stats
 from hpd_core.synth import SynthConfig, render_page
 
@@ -163,3 +165,10 @@ class _View:
 
 def _view(branches, round=1, elapsed=1.0):
     return _View(branches, round, elapsed)
+
+
+def test_the_bundled_model_says_what_it_can_read_and_others_do_not():
+    bundled = info_markdown(EngineInfo("bundled hpd-tiny", str(BUNDLED_MODEL), "cpu", "float32", 21_037_824, True))
+    other = info_markdown(EngineInfo("HPD-Parsing", "/models/HPD-Parsing", "cuda", "bfloat16", 1_070_000_000, True))
+    assert bundled.endswith(BUNDLED_NOTE) and "reads large print" in bundled
+    assert "demo" not in other and "`HPD-Parsing`" in other
