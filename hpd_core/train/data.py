@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from hpd_core.config import HPDConfig
-from hpd_core.preprocess import preprocess
 from hpd_core.grammar import has_content
+from hpd_core.preprocess import preprocess
 from hpd_core.synth import SynthConfig, render_page
 from hpd_core.synth.page import SynthPage, element_glyphs
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
