@@ -81,8 +81,9 @@ def info_markdown(info: EngineInfo) -> str:
         return (f"**Backend** remote server `{info.path}` · **model** `{info.name}` · {what}. A server sends "
                 "text only: no token counts, accepted drafts or per-branch timing.")
     mtp = "yes" if info.mtp else "no (use_mtp unavailable)"
+    dtype = f"{info.dtype} (vision {info.vision_dtype})" if info.vision_dtype else info.dtype
     line = (f"**Backend** in-process · **model** `{info.name}` · **device** {info.device} · **dtype** "
-            f"{info.dtype} · **parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
+            f"{dtype} · **parameters** {info.parameters / 1e6:,.2f} M · **P-MTP head** {mtp}")
     return line + BUNDLED_NOTE if Path(info.path) == BUNDLED_MODEL else line
 
 

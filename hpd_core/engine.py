@@ -46,6 +46,7 @@ class EngineInfo:
     dtype: str
     parameters: int
     mtp: bool
+    vision_dtype: str = ""  # when the vision tower runs in another dtype (autocast) than `dtype`
 
 
 @dataclass
@@ -89,11 +90,15 @@ class PageRun:
 
 
 class Engine:
-    def __init__(self, model: HPDModel, tokenizer: HPDTokenizer, *, name: str = "HPD", path: str = ""):
+    def __init__(self, model: HPDModel, tokenizer: HPDTokenizer, *, name: str = "HPD", path: str = "",
+                 vision_autocast: torch.dtype | None = None):
+        """`vision_autocast`: run the vision tower and projector under autocast to this dtype (the
+        decoder keeps the model's dtype, so every decoding mode still sees the same image rows)."""
         self.model, self.tokenizer = model, tokenizer
         self.config = model.config
         self.special = tokenizer.special
         self.name, self.path = name, path
+        self.vision_autocast = vision_autocast
         self.lock = threading.Lock()  # one decode at a time per engine (the model is not re-entrant)
 
     @property
@@ -107,7 +112,8 @@ class Engine:
     @property
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, self.path, str(self.device), str(self.dtype).removeprefix("torch."),
-                          sum(p.numel() for p in self.model.parameters()), self.model.has_mtp)
+                          sum(p.numel() for p in self.model.parameters()), self.model.has_mtp,
+                          str(self.vision_autocast or "").removeprefix("torch."))
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -157,7 +163,8 @@ class Engine:
     def prompt(self, image: Image.Image, prompt: str = "fork") -> tuple[list[int], torch.Tensor, int]:
         """Prompt ids, their embeddings [n, H] (image rows in place) and the tile count of a page."""
         pixels = preprocess(image, self.config).to(self.device)
-        rows = self.model.encode_images(pixels)
+        with torch.autocast(self.device.type, dtype=self.vision_autocast, enabled=self.vision_autocast is not None):
+            rows = self.model.encode_images(pixels).to(self.dtype)
         ids = self.tokenizer.prompt_ids(INSTRUCTIONS[prompt], rows.shape[0])
         embeds = self.model.embed_prompt(torch.tensor(ids, device=self.device), rows, self.special.image_context)
         return ids, embeds, pixels.shape[0]

@@ -42,9 +42,12 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
-                dtype: torch.dtype | None = None, model: str = "HPD-Parsing") -> Engine | RemoteEngine:
+                dtype: torch.dtype | None = None, model: str = "HPD-Parsing",
+                vision_bf16: bool | None = None) -> Engine | RemoteEngine:
     """An engine for a checkpoint folder, a hub repo id (e.g. PaddlePaddle/HPD-Parsing), or,
     with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise.
+    `vision_bf16`: an fp32 model runs its vision tower in bf16 autocast (2.6x faster on a CPU
+    with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
     An http(s) URL (`http://host:8118/v1`) gives a `RemoteEngine` for the server's `model`."""
     if isinstance(source, str) and source.startswith(("http://", "https://")):
         return RemoteEngine(source, model=model)
@@ -53,4 +56,12 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     model = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
     name = "bundled hpd-tiny" if folder == BUNDLED_MODEL else folder.name
-    return Engine(model, HPDTokenizer.load(folder, model.config), name=name, path=str(folder))
+    if vision_bf16 is None:
+        vision_bf16 = str(device) == "cpu" and cpu_has_bf16()
+    autocast = torch.bfloat16 if vision_bf16 and dtype == torch.float32 else None
+    return Engine(model, HPDTokenizer.load(folder, model.config), name=name, path=str(folder), vision_autocast=autocast)
+
+
+def cpu_has_bf16() -> bool:
+    """Native bf16 matrix instructions (AVX512-BF16 or AMX): without them bf16 is slower than fp32."""
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()

@@ -504,7 +504,7 @@ def create_app(engines: Sequence[Engine], config: ServeConfig = ServeConfig()) -
             "id": config.served_model_name, "object": "model", "created": 0, "owned_by": "hpd-parsing-demo",
             "root": info.path, "max_model_len": first.config.llm_config.max_position_embeddings,
             "hpd": {"name": info.name, "device": info.device, "dtype": info.dtype,
-                    "parameters": info.parameters, "mtp": info.mtp}}]}
+                    "vision_dtype": info.vision_dtype or info.dtype, "parameters": info.parameters, "mtp": info.mtp}}]}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):

@@ -203,3 +203,19 @@ def test_hub_repo_id_loads_offline_from_the_cache(tmp_path, offline_hub):
 def test_unknown_hub_repo_offline_is_model_not_found(offline_hub):
     with pytest.raises(ModelNotFound, match="hpd-test/absent"):
         load_engine("hpd-test/absent", device="cpu")
+
+
+def test_vision_bf16_changes_only_the_image_rows_and_is_reported(app_checkpoint):
+    from PIL import Image
+
+    page = Image.new("RGB", (300, 400), "white")
+    exact, fast = load_engine(app_checkpoint, vision_bf16=False), load_engine(app_checkpoint, vision_bf16=True)
+    ids, e32, _ = exact.prompt(page)
+    _, e16, _ = fast.prompt(page)
+    image = torch.tensor(ids) == exact.special.image_context
+    assert e16.dtype == e32.dtype == torch.float32
+    assert torch.equal(e16[~image], e32[~image])                     # text embeddings: untouched
+    assert not torch.equal(e16[image], e32[image])                   # the vision tower ran in bf16 ...
+    assert torch.allclose(e16[image], e32[image], rtol=0.05, atol=0.05)  # ... to bf16 precision
+    assert (fast.info.vision_dtype, exact.info.vision_dtype) == ("bfloat16", "")
+    assert exact.prompt(page)[1].equal(e32)                          # fp32 vision is deterministic
