@@ -190,6 +190,7 @@ def test_repetition_penalty_is_accepted_and_reported_as_without_effect(base, ima
 def test_models_lists_the_served_name(base):
     [model] = httpx.get(base + "/models").json()["data"]
     assert model["id"] == "HPD-Parsing" and model["hpd"]["mtp"] is True
+    assert model["hpd"]["vision_dtype"] in ("float32", "bfloat16")
 
 
 def test_requests_beyond_the_queue_get_429(engine, image):
