@@ -50,10 +50,15 @@ class SynthPage:
         return self.layout.two_columns
 
     @functools.cached_property
+    def element_glyphs(self) -> list[np.ndarray]:
+        """Per layout element, `glyph_centres` of its characters (computed when asked: only
+        training needs them)."""
+        return [glyph_centres(e) for e in self.layout.elements]
+
+    @functools.cached_property
     def glyphs(self) -> np.ndarray:
-        """[N, 3] float32: centre x, y (px) and code point of every drawn non-space character
-        (computed when asked: only training needs it)."""
-        return glyph_centres(self.layout)
+        """[N, 3] float32: centre x, y (px) and code point of every drawn non-space character."""
+        return np.concatenate([*self.element_glyphs, np.zeros((0, 3), np.float32)])
 
     @property
     def parent_text(self) -> str:
@@ -77,15 +82,10 @@ def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
     return SynthPage(seed, image, blocks, lines, regions, layout)
 
 
-def glyph_centres(layout: Layout) -> np.ndarray:
-    """[N, 3]: for every non-space character of every text run, the centre of its advance box
-    (x) at mid x-height (y, 0.3 em above the baseline), and its code point. Training uses them
-    as per-cell character targets for the vision tower."""
-    return np.concatenate([element_glyphs(e) for e in layout.elements] or [np.zeros((0, 3), np.float32)])
-
-
-def element_glyphs(element: Element) -> np.ndarray:
-    """glyph_centres of one element, in the order its runs were drawn."""
+def glyph_centres(element: Element) -> np.ndarray:
+    """[N, 3] float32: for every non-space character of the element's text runs, in the order
+    drawn, the centre of its advance box (x) at mid x-height (y, 0.3 em above the baseline), and
+    its code point. Training uses them as per-cell character targets for the vision tower."""
     out = []
     for run in element.runs:
         x = run.x

@@ -15,7 +15,7 @@ from hpd_core.config import HPDConfig
 from hpd_core.grammar import has_content
 from hpd_core.preprocess import preprocess
 from hpd_core.synth import SynthConfig, render_page
-from hpd_core.synth.page import SynthPage, element_glyphs
+from hpd_core.synth.page import SynthPage
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_core.train.packing import Packed, collate, pack
 
@@ -122,12 +122,11 @@ def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[
     cells that hold the token's characters (the target of the pointer loss). A table's tags are
     not drawn: only its cell text is; branches whose drawn characters do not spell their text
     (formulas) get no cells: empty tuples."""
-    elements = iter(e for e in page.layout.elements if has_content(e.label))
+    elements = iter((e, g) for e, g in zip(page.layout.elements, page.element_glyphs) if has_content(e.label))
     out = []
     for text in page.children_texts:
-        element = next(e for e in elements if e.text == text)  # blocks are the elements with ink, in order
+        glyphs = next(g for e, g in elements if e.text == text)  # blocks are the elements with ink, in order
         encoding = tok.tokenizer.encode(text, add_special_tokens=False)
-        glyphs = element_glyphs(element)
         tags = {i for m in _TAG.finditer(text) for i in range(m.start(), m.end())}
         chars = [i for i, ch in enumerate(text) if not ch.isspace() and i not in tags]
         if "".join(text[i] for i in chars) != "".join(map(chr, glyphs[:, 2].astype(np.int64))):
