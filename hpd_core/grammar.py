@@ -97,8 +97,8 @@ def parse_blocks(text: str) -> list[Block]:
     Text before the first `<BLOCK>` becomes a `text` block without a box; a header
     without a label gets `text`. A missing, unclosed or unreadable box (not 4 finite
     numbers) gives `bbox=None`; numbers are rounded, clamped to 0-1000 and ordered so
-    that x1 <= x2 and y1 <= y2. Stray `<FORK>`/`<CHILD>` markers in content are dropped,
-    and content is stripped of surrounding whitespace.
+    that x1 <= x2 and y1 <= y2. Stray `<FORK>`/`<CHILD>` markers in content are dropped (and
+    any marker their removal forms), and content is stripped of surrounding whitespace.
     """
     blocks: list[Block] = []
     pieces = text.split(BLOCK)
@@ -114,5 +114,11 @@ def parse_blocks(text: str) -> list[Block]:
     return blocks
 
 
+_MARKER = re.compile("|".join(map(re.escape, (BLOCK, FORK, CHILD))))
+
+
 def _clean(content: str) -> str:
-    return content.replace(CHILD, "").replace(FORK, "").strip()
+    """Content without markers, also those that removing one forms ("<BLOCK<FORK>>" -> "<BLOCK>")."""
+    while (cleaned := _MARKER.sub("", content)) != content:
+        content = cleaned
+    return content.strip()
