@@ -124,7 +124,7 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
     if mtp_weight:
         drafts = draft_losses(model, h, labels, batch, mtp_k, teacher_forced=True)
-        out["mtp"], out["mtp_acc1"] = drafts["loss"], drafts["acc1"]
+        out.update({"mtp": drafts["loss"]}, **{f"mtp_{k}": v for k, v in drafts.items() if k.startswith("acc")})
         out["loss"] = out["loss"] + mtp_weight * drafts["loss"]
     if pointer_weight:
         for name, value in pointer_losses(model, batch, inputs).items():
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
         if not args.small:
             log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
-                                                      args.eval_tokens, use_mtp=name == "mtp")})
+                                                      args.eval_tokens, use_mtp=name == "mtp" or args.mtp_weight > 0)})
         save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
         shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer, args.out / "hpd-tiny" / "tokenizer.json")
         log({"event": "saved", "stage": name})
