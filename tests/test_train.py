@@ -1,21 +1,27 @@
-"""The training code of the bundled model: glyph targets, and one CPU run end to end."""
+"""The training code of the bundled model: glyph targets, data-parallel training, and CPU runs end to end."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from hpd_core.loader import load_engine
+from hpd_core.train import data, distributed
 from hpd_core.train.__main__ import bundled_config
 from hpd_core.train.data import GLYPH_CLASSES, glyph_targets
 
-TOKENIZER = Path(__file__).resolve().parent.parent / "assets" / "hpd-tiny" / "tokenizer.json"
+ROOT = Path(__file__).resolve().parent.parent
+TOKENIZER = ROOT / "assets" / "hpd-tiny" / "tokenizer.json"
 
 
 def test_glyph_targets_put_each_character_in_its_cell_and_half():
@@ -45,7 +51,8 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     assert [r["step"] for r in steps] == [1, 2, 3]
     losses = ("loss", "child", "glyph", "ptr_here", "ptr_next", "mtp")
     assert all(np.isfinite([r[name] for name in losses]).all() for r in steps)
-    assert any("image_test" in r for r in rows) and rows[-1] == {"event": "saved", "stage": "lines"}
+    assert any("image_test" in r for r in rows)
+    assert rows[-1] == {"event": "saved", "stage": "lines", "replicas_agree": True}
     engine = load_engine(str(out / "hpd-tiny"))
     assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 1
     assert engine.model.lm.lm_head.weight.dtype == torch.float32
@@ -80,3 +87,59 @@ def test_pointer_cells_hold_the_characters_of_their_token():
                 checked += 1
                 in_tables += bool(where) and text.startswith("<table>")
     assert checked > 100 and in_tables > 20
+
+
+def test_pages_of_every_rank_and_worker_are_disjoint_and_cover_a_contiguous_range(monkeypatch):
+    monkeypatch.setattr(data, "sample", lambda seed, *_: seed)
+    firsts = {}
+    for rank, worker in itertools.product(range(2), range(2)):
+        monkeypatch.setattr(data, "get_worker_info", lambda: SimpleNamespace(id=worker, num_workers=2))
+        firsts[rank, worker] = list(itertools.islice(data.Pages(data.STAGES["lines"], None, None, 100, rank, 2), 5))
+    assert firsts[0, 0][:2] == [100, 104] and firsts[1, 1][:2] == [103, 107]
+    assert sorted(itertools.chain(*firsts.values())) == list(range(100, 120))
+    monkeypatch.setattr(data, "get_worker_info", lambda: None)  # num_workers=0, one process: every seed in turn
+    assert list(itertools.islice(data.Pages(data.STAGES["lines"], None, None, 100), 3)) == [100, 101, 102]
+
+
+def _data_parallel_rank(rank: int, world: int, folder: Path) -> None:
+    """One of `world` gloo ranks: rank-dependent weights and gradients (and a param that only rank
+    1 uses) through the data-parallel steps; what each rank ends with goes to folder/rank{r}.pt."""
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=world)
+    params = [torch.nn.Parameter(torch.full((3,), float(rank))) for _ in range(3)]
+    differ = distributed.replicas_agree(params, world)
+    distributed.broadcast_parameters(params, world)
+    params[0].grad = torch.full((3,), rank + 1.0)
+    params[1].grad = torch.arange(3.0) * (rank + 1)
+    params[2].grad = torch.full((3,), 4.0) if rank == 1 else None
+    distributed.average_gradients(params, world)
+    torch.save({"weights": [p.detach() for p in params], "grads": [p.grad for p in params], "differ": differ,
+                "agree": distributed.replicas_agree(params, world),
+                "elapsed": distributed.max_over_ranks(10.0 + rank, world, "cpu")}, folder / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_ranks_start_from_rank_0_weights_and_step_with_the_mean_gradient(tmp_path):
+    torch.multiprocessing.spawn(_data_parallel_rank, args=(2, tmp_path), nprocs=2)
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        assert all(w.eq(0).all() for w in got["weights"])     # rank 0's
+        mean = [torch.full((3,), 1.5), torch.arange(3.0) * 1.5, torch.full((3,), 2.0)]  # rank 0 had no grad: zeros
+        assert all(torch.equal(g, m) for g, m in zip(got["grads"], mean))
+        assert not got["differ"] and got["agree"]
+        assert got["elapsed"] == 11.0                             # one clock: the latest rank's
+
+
+def test_two_ranks_train_identical_replicas_and_rank_0_logs_and_saves(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:120", "--small",
+                          "--workers", "0", "--batch", "2", "--max-steps", "3", "--log-every", "1",
+                          "--eval-pages", "0", "--glyph-weight", "1", "--tokenizer", str(TOKENIZER)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "start" and rows[0]["world"] == 2
+    assert [r["step"] for r in rows if "step" in r] == [1, 2, 3]  # logged once, by rank 0; all stop at 3
+    assert rows[-1] == {"event": "saved", "stage": "lines", "replicas_agree": True}
+    assert load_engine(str(out / "hpd-tiny")).info.parameters > 0

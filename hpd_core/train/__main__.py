@@ -2,7 +2,8 @@
 
 Stages run for the given seconds each, on fresh synthetic pages (never reused). After each stage
 the weights are written to DIR/hpd-tiny (+ DIR/P-MTP), and the image test and a greedy
-evaluation on held-out pages are logged to DIR/log.jsonl.
+evaluation on held-out pages are logged to DIR/log.jsonl. Under `torchrun --nproc_per_node=N`
+it trains data-parallel on N GPUs (`distributed`): rank 0 logs, evaluates and saves.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hpd_core.engine import Engine
 from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
 from hpd_core.tokenizer import HPDTokenizer
+from hpd_core.train import distributed
 from hpd_core.train.data import GLYPH_CLASSES, STAGES, Pages, batch_of
 from hpd_core.train.packing import IGNORE, tree_mask
 
@@ -200,11 +202,18 @@ def to_device(batch: dict, device, image_id: int) -> dict:
     return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "image_id": image_id}
 
 
-def loader(stage_name: str, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int):
+def loader(stage_name: str, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int,
+           rank: int = 0, world: int = 1):
     stage = STAGES[stage_name]
-    return DataLoader(Pages(stage, config, tok, first_seed), batch_size=batch or stage.batch, num_workers=workers,
-                      collate_fn=lambda items: batch_of(items, config.pad_token_id), pin_memory=torch.cuda.is_available(),
+    return DataLoader(Pages(stage, config, tok, first_seed, rank, world), batch_size=batch or stage.batch,
+                      num_workers=workers, collate_fn=lambda items: batch_of(items, config.pad_token_id),
+                      pin_memory=torch.cuda.is_available(),
                       prefetch_factor=4 if workers else None, persistent_workers=False)
+
+
+def replica_parameters(model: HPDModel, glyphs: torch.nn.Linear | None) -> list[torch.nn.Parameter]:
+    """Every parameter a rank holds, trained in this stage or not: the model's and the glyph head's."""
+    return [*model.parameters(), *(glyphs.parameters() if glyphs is not None else ())]
 
 
 def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int,
@@ -219,13 +228,15 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         p.requires_grad_(False)
     for p in params:
         p.requires_grad_(True)
+    # all of rank 0's weights, the frozen ones too: an `mtp` stage after a fresh init needs them
+    distributed.broadcast_parameters(replica_parameters(model, glyphs), args.world)
     lr = args.lr or (1e-3 if mtp else STAGES[data_stage].lr)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0 if mtp else 0.05, fused=args.cuda)
     model.train()
     hidden = torch.compile(forward_hidden, dynamic=True) if args.compile else forward_hidden
     start, step, pages = time.perf_counter(), 0, 0
-    for batch in loader(data_stage, config, tok, first_seed, args.workers, args.batch):
-        elapsed = time.perf_counter() - start
+    for batch in loader(data_stage, config, tok, first_seed, args.workers, args.batch, args.rank, args.world):
+        elapsed = distributed.max_over_ranks(time.perf_counter() - start, args.world, args.device)
         if elapsed > seconds or (args.max_steps and step >= args.max_steps):
             break
         warm = min(1.0, (step + 1) / 50)
@@ -237,14 +248,15 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
                    else lm_losses(model, batch, glyphs, args.glyph_weight, args.pointer_weight, args.mtp_weight,
                                   args.mtp_k, hidden))
         out["loss"].backward()
+        distributed.average_gradients(params, args.world)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         step += 1
         pages += batch["ids"].shape[0]
-        if step % args.log_every == 0 or step == 1:
+        if args.rank == 0 and (step % args.log_every == 0 or step == 1):
             row = {"stage": name, "step": step, "seconds": round(time.perf_counter() - start, 1),
-                   "pages_per_s": round(pages / (time.perf_counter() - start), 1),
+                   "pages_per_s": round(pages * args.world / (time.perf_counter() - start), 1),
                    "lr": opt.param_groups[0]["lr"],
                    **{k: round(float(v.detach()), 4) for k, v in out.items()}}
             log(row)
@@ -289,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--init", type=Path, help="checkpoint folder to start from")
     ap.add_argument("--init-mtp", type=Path, help="P-MTP folder to start the draft head from")
     ap.add_argument("--tokenizer", type=Path, default=Path("assets/hpd-tiny/tokenizer.json"))
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--workers", type=int,
+                    help="DataLoader workers per rank (default: the CPU cores less 2, shared among the ranks)")
     ap.add_argument("--batch", type=int, default=0, help="override the stage batch size")
     ap.add_argument("--lr", type=float, default=0.0, help="override the stage learning rate")
     ap.add_argument("--run", type=int, default=0, help="run number: shifts the training seeds")
@@ -310,14 +323,19 @@ def main(argv: list[str] | None = None) -> None:
                     help="torch.compile the training forward (MODEL_NOTES: ~100 s to compile on a fresh machine)")
     args = ap.parse_args(argv)
     args.cuda = torch.cuda.is_available()
-    args.device = args.device_type = "cuda" if args.cuda else "cpu"
+    args.device_type = "cuda" if args.cuda else "cpu"  # for autocast
+    args.rank, args.world, args.device = distributed.init(args.cuda)
+    if args.workers is None:
+        args.workers = max(1, ((os.cpu_count() or 2) - 2) // args.world)
     if args.cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cuda.enable_cudnn_sdp(False)
     args.out.mkdir(parents=True, exist_ok=True)
-    log_file = (args.out / "log.jsonl").open("a")
+    log_file = (args.out / "log.jsonl").open("a") if args.rank == 0 else None
 
     def log(row):
+        if args.rank:
+            return
         print(json.dumps(row), flush=True)
         log_file.write(json.dumps(row) + "\n")
         log_file.flush()
@@ -338,20 +356,30 @@ def main(argv: list[str] | None = None) -> None:
     tok = HPDTokenizer(raw_tok, config)
     glyphs = glyph_head(config).to(args.device) if args.glyph_weight > 0 else None
     log({"event": "start", "parameters": sum(p.numel() for p in model.parameters()), "stages": args.stages,
-         "device": torch.cuda.get_device_name() if args.cuda else "cpu", "init": str(args.init or "")})
+         "device": torch.cuda.get_device_name() if args.cuda else "cpu", "init": str(args.init or ""),
+         "world": args.world})
     for index, item in enumerate(args.stages.split(",")):
         name, seconds = item.split(":")
         first_seed = TRAIN_SEEDS * (1 + index) + args.run * 100_000_000
         train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs)
-        eval_stage = args.mtp_data if name == "mtp" else name
-        log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
-        if not args.small:
-            log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
-                                                      args.eval_tokens, use_mtp=name == "mtp" or args.mtp_weight > 0)})
-        save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
-        shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer, args.out / "hpd-tiny" / "tokenizer.json")
-        log({"event": "saved", "stage": name})
-    log_file.close()
+        agree = distributed.replicas_agree(replica_parameters(model, glyphs), args.world)
+        if args.rank == 0:
+            eval_stage = args.mtp_data if name == "mtp" else name
+            log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
+            if not args.small:
+                log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
+                                                          args.eval_tokens,
+                                                          use_mtp=name == "mtp" or args.mtp_weight > 0)})
+            save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
+            shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer,
+                        args.out / "hpd-tiny" / "tokenizer.json")
+            log({"event": "saved", "stage": name, "replicas_agree": agree})
+        distributed.barrier(args.world)
+        if not agree:  # every rank knows: all stop together, after rank 0 saved its weights
+            raise RuntimeError(f"the replicas' weights differ after stage {name}: a data-parallel bug")
+    if log_file:
+        log_file.close()
+    distributed.finish(args.world)
     os._exit(0)  # DataLoader workers can take a minute to wind down; everything is written
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -141,18 +142,20 @@ def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[
 
 
 class Pages(IterableDataset):
-    """Endless fresh pages: worker w of n renders seeds first + w, first + w + n, ..."""
+    """Endless fresh pages, none rendered twice: DataLoader worker w of n on rank r of `world`
+    (data-parallel training; a single process is rank 0 of 1) is worker g = r * n + w of
+    world * n, and renders seeds first + g, first + g + world * n, ..."""
 
-    def __init__(self, stage: Stage, config: HPDConfig, tok: HPDTokenizer, first_seed: int):
+    def __init__(self, stage: Stage, config: HPDConfig, tok: HPDTokenizer, first_seed: int, rank: int = 0,
+                 world: int = 1):
         self.stage, self.config, self.tok, self.first_seed = stage, config, tok, first_seed
+        self.rank, self.world = rank, world
 
     def __iter__(self):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        seed = self.first_seed + worker
-        while True:
+        for seed in itertools.count(self.first_seed + self.rank * workers + worker, self.world * workers):
             yield sample(seed, self.stage, self.config, self.tok)
-            seed += workers
 
 
 def batch_of(items: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
