@@ -11,7 +11,8 @@ blocks of its page; page N > 1 of a PDF or TIFF is keyed "name#N". Blocks are a 
 ground truth are parsed.
 
 Scores (metrics.py): page edit distance (micro-averaged), block precision/recall/F1 at
-IoU >= 0.5, label accuracy of matched blocks, reading-order distance, table TEDS. Writes
+IoU >= 0.5, label accuracy of matched blocks, reading-order distance, table TEDS; with P-MTP,
+tau (tokens per branch step: 1 + accepted drafts, over all pages' steps). Writes
 <out>/pages.csv and pages.json (per page) and summary.json / summary.md (all pages, with the
 DESIGN.md targets).
 """
@@ -41,9 +42,9 @@ EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
 SYNTH_CONFIGS = {"dense": SynthConfig.dense, "simple": SynthConfig.simple, "lines": SynthConfig.lines}
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 # DESIGN.md §6: bundled model on fresh synthetic pages. (metric, target, higher is better)
-TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "teds": (0.90, True)}
+TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "teds": (0.90, True), "tau": (4.0, True)}
 COLUMNS = ("page", "edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds",
-           "gt_blocks", "pred_blocks", "tokens", "seconds")
+           "tau", "gt_blocks", "pred_blocks", "tokens", "seconds")
 
 
 @dataclass(frozen=True)
@@ -106,24 +107,32 @@ def truth_key(truth: dict, name: str, number: int) -> str | None:
 
 # ---- scoring ------------------------------------------------------------------------------
 
-def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list]:
-    """Per-page rows (COLUMNS + texts) and PageScores, parsing each sample."""
-    rows, scores = [], []
+def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list, list]:
+    """Per-page rows (COLUMNS + texts), PageScores and decoding Stats, parsing each sample."""
+    rows, scores, stats = [], [], []
     for sample in tqdm(samples, unit="page", file=sys.stderr, dynamic_ncols=True):
         result = engine.parse(sample.image, options)
         page = evaluate_page(result.blocks, sample.truth)
         summary = aggregate([page])
         rows.append({"page": sample.name, **{k: getattr(summary, k) for k in COLUMNS[1:8]},
+                     "tau": result.stats.mean_accepted_length if options.use_mtp else None,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,
                      "predicted": result.text, "truth": format_assembled(sample.truth)})
         scores.append(page)
-    return rows, scores
+        stats.append(result.stats)
+    return rows, scores, stats
+
+
+def mean_accepted_length(stats: Sequence) -> float | None:
+    """tau over all pages: 1 + accepted drafts per branch step, summed over every page's steps."""
+    steps = sum(s.branch_steps for s in stats)
+    return 1 + sum(s.accepted_tokens for s in stats) / steps if steps else None
 
 
 def summary_table(summary: dict) -> str:
     lines = ["| metric | value | target |", "|---|---|---|"]
-    for name in ("edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds"):
+    for name in ("edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds", "tau"):
         value = summary[name]
         target = TARGETS.get(name)
         goal = "" if target is None else f"{'≥' if target[1] else '≤'} {target[0]}"
@@ -191,13 +200,14 @@ def run(args) -> str:
     options = parse_options(args)
     samples, described = load_samples(args)
     engine = load(args, options)
-    rows, scores = score(engine, samples, options)
+    rows, scores, stats = score(engine, samples, options)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype}, {info.device})",
             "model_path": info.path, "pages": described, "options": repr(options)}
     out = args.out or RESULTS / safe_name(f"eval-{info.name}")
-    return write_results(out, meta, rows, aggregate(scores).as_dict())
+    summary = {**aggregate(scores).as_dict(), "tau": mean_accepted_length(stats) if options.use_mtp else None}
+    return write_results(out, meta, rows, summary)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

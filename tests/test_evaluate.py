@@ -47,7 +47,15 @@ def test_synthetic_pages_are_parsed_and_scored_in_unit_range(model, tmp_path):
     summary = json.loads((out / "summary.json").read_text())["summary"]
     assert summary["pages"] == 2
     assert_unit_range(summary)
-    assert "| f1 |" in (out / "summary.md").read_text()
+    assert summary["tau"] >= 1 and all(float(r["tau"]) >= 1 for r in rows)
+    assert "| f1 |" in (out / "summary.md").read_text() and "| tau |" in (out / "summary.md").read_text()
+
+
+def test_tau_counts_every_branch_step_of_every_page():
+    # 20 drafts accepted over 10 + 30 steps: 1.5 (not the mean of the pages' 3.0 and 1.0)
+    pages = [Stats(branch_steps=10, accepted_tokens=20), Stats(branch_steps=30)]
+    assert evaluate.mean_accepted_length(pages) == 1.5
+    assert evaluate.mean_accepted_length([Stats()]) is None
 
 
 def test_json_ground_truth_is_matched_by_file_name_and_page_number(model, tmp_path):

@@ -31,7 +31,7 @@ from hpd_core.train import distributed
 from hpd_core.train.data import GLYPH_CLASSES, STAGES, Pages, batch_of
 from hpd_core.train.packing import IGNORE, tree_mask
 
-TRAIN_SEEDS = 1_000_000      # stage s, run r: TRAIN_SEEDS * (1 + s) + r * 100_000 ...
+TRAIN_SEEDS = 1_000_000      # stage s, --seed-run r: seeds from TRAIN_SEEDS * (1 + s) + r * 100_000_000
 EVAL_SEEDS = 20_000_000      # held out: never used for training
 
 
@@ -305,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="DataLoader workers per rank (default: the CPU cores less 2, shared among the ranks)")
     ap.add_argument("--batch", type=int, default=0, help="override the stage batch size")
     ap.add_argument("--lr", type=float, default=0.0, help="override the stage learning rate")
-    ap.add_argument("--run", type=int, default=0, help="run number: shifts the training seeds")
+    ap.add_argument("--seed-run", type=int, default=0,
+                    help="run number: shifts the training seeds (not --run, which torchrun takes for its --run-path)")
     ap.add_argument("--mtp-k", type=int, default=10)
     ap.add_argument("--glyph-weight", type=float, default=0.0,
                     help="weight of the per-cell character loss on the image rows (0: off)")
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
          "world": args.world})
     for index, item in enumerate(args.stages.split(",")):
         name, seconds = item.split(":")
-        first_seed = TRAIN_SEEDS * (1 + index) + args.run * 100_000_000
+        first_seed = TRAIN_SEEDS * (1 + index) + args.seed_run * 100_000_000
         train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs)
         agree = distributed.replicas_agree(replica_parameters(model, glyphs), args.world)
         if args.rank == 0:
