@@ -24,7 +24,8 @@ Every per-page metric rests on one matching of blocks, `match_blocks`:
   when it is matched, else 0 (a missed table counts as a failed table, as in OmniDocBench).
 
 `aggregate` sums counts over pages (edit distance and detection are micro-averaged);
-reading order is the mean over pages, TEDS the mean over all gt tables.
+reading order is the mean over pages, TEDS the mean over all gt tables. `edits_by_kind` splits
+the edits by the gt label of matched blocks and into missed and extra blocks.
 """
 
 from __future__ import annotations
@@ -215,6 +216,7 @@ class PageScores:
     label_hits: int       # matched pairs with equal labels (<= tp)
     reading_order: float | None  # None when no block matched
     table_scores: tuple[float, ...]  # TEDS per gt table, gt order
+    edits: tuple[tuple[str, int, int, int], ...]  # (kind, blocks, edits, length): see `_edit_counts`
 
     @property
     def edit_distance(self) -> float:
@@ -223,29 +225,33 @@ class PageScores:
 
 def evaluate_page(pred: Sequence[Block], gt: Sequence[Block]) -> PageScores:
     pairs = match_blocks(pred, gt)
-    errors, length = _edit_counts(pred, gt, pairs)
+    edits = _edit_counts(pred, gt, pairs)
     return PageScores(
-        edit_errors=errors, edit_length=length,
+        edit_errors=sum(e for _, _, e, _ in edits), edit_length=sum(n for _, _, _, n in edits),
         tp=len(pairs), fp=len(pred) - len(pairs), fn=len(gt) - len(pairs),
         label_hits=sum(pred[p].label == gt[g].label for p, g in pairs),
         reading_order=_reading_order(pairs),
-        table_scores=_table_scores(pred, gt, pairs))
+        table_scores=_table_scores(pred, gt, pairs), edits=edits)
 
 
 def _edit_counts(pred: Sequence[Block], gt: Sequence[Block],
-                 pairs: list[tuple[int, int]]) -> tuple[int, int]:
-    matched_pred = {p for p, _ in pairs}
-    matched_gt = {g for _, g in pairs}
-    errors = length = 0
+                 pairs: list[tuple[int, int]]) -> tuple[tuple[str, int, int, int], ...]:
+    """Edits and lengths by kind of block, (kind, blocks, edits, length): matched pairs by their
+    gt label, then "missed" gt blocks and "extra" predicted ones (all their characters)."""
+    counts: dict[str, tuple[int, int, int]] = {}
+
+    def add(kind: str, errors: int, length: int) -> None:
+        blocks, e, n = counts.get(kind, (0, 0, 0))
+        counts[kind] = (blocks + 1, e + errors, n + length)
+
     for p, g in pairs:
         a, b = _text(pred[p]), _text(gt[g])
-        errors += Levenshtein.distance(a, b)
-        length += max(len(a), len(b))
-    for blocks, matched in ((pred, matched_pred), (gt, matched_gt)):
-        unmatched = sum(len(_text(b)) for i, b in enumerate(blocks) if i not in matched)
-        errors += unmatched
-        length += unmatched
-    return errors, length
+        add(gt[g].label, Levenshtein.distance(a, b), max(len(a), len(b)))
+    for kind, blocks, matched in (("missed", gt, {g for _, g in pairs}), ("extra", pred, {p for p, _ in pairs})):
+        for i, block in enumerate(blocks):
+            if i not in matched:
+                add(kind, len(_text(block)), len(_text(block)))
+    return tuple((kind, *counts[kind]) for kind in counts)
 
 
 def _reading_order(pairs: list[tuple[int, int]]) -> float | None:
@@ -300,6 +306,21 @@ def aggregate(scores: Sequence[PageScores]) -> Summary:
         f1=2 * precision * recall / (precision + recall) if precision + recall else 0.0,
         label_accuracy=sum(s.label_hits for s in scores) / tp if tp else None,
         reading_order=_mean(orders), teds=_mean(tables), pages=len(scores))
+
+
+def edits_by_kind(scores: Sequence[PageScores]) -> dict[str, dict[str, float | int]]:
+    """Where the page edit distance comes from, over all pages: per kind of block (matched
+    blocks by gt label, "missed", "extra"), the blocks, the edit distance within them and their
+    share of all edits. Kinds in descending share."""
+    totals: dict[str, list[int]] = {}
+    for score in scores:
+        for kind, blocks, errors, length in score.edits:
+            row = totals.setdefault(kind, [0, 0, 0])
+            row[0], row[1], row[2] = row[0] + blocks, row[1] + errors, row[2] + length
+    all_errors = sum(e for _, e, _ in totals.values())
+    rows = {kind: {"blocks": b, "edit_distance": e / n if n else 0.0, "share_of_edits": e / all_errors if all_errors else 0.0}
+            for kind, (b, e, n) in totals.items()}
+    return dict(sorted(rows.items(), key=lambda item: -item[1]["share_of_edits"]))
 
 
 def _mean(values: list[float]) -> float | None:

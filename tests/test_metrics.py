@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from hpd_core.grammar import Block
-from hpd_core.metrics import (aggregate, evaluate_page, iou, match_blocks, parse_table,
+from hpd_core.metrics import (aggregate, edits_by_kind, evaluate_page, iou, match_blocks, parse_table,
                               teds, text_edit_distance)
 
 TABLE = "<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>12.5</td></tr></table>"
@@ -137,3 +137,19 @@ def test_aggregate_weights_pages_by_length():
     summary = aggregate(pages)
     assert summary.edit_distance == 1 / 10  # not the page mean 0.25
     assert summary.as_dict()["pages"] == 2
+
+
+def test_edits_are_split_by_true_label_and_into_missed_and_extra_blocks():
+    pred = _replace(PAGE, 1, text="Hello word", label="title")[:3]  # one edit; the table missed
+    pred.append(Block("text", (80, 800, 920, 900), "xyz"))        # and an extra block
+    pages = [evaluate_page(pred, PAGE), evaluate_page(PAGE, PAGE)]
+    by_kind = edits_by_kind(pages)
+    errors = 1 + len(TABLE) + 3
+    assert list(by_kind)[:3] == ["missed", "extra", "text"]  # by share, descending
+    assert set(by_kind) == {"missed", "extra", "text", "title", "table", "image"}
+    assert by_kind["missed"] == {"blocks": 1, "edit_distance": 1.0, "share_of_edits": len(TABLE) / errors}
+    assert by_kind["extra"]["share_of_edits"] == 3 / errors
+    assert by_kind["text"] == {"blocks": 2, "edit_distance": 1 / 22, "share_of_edits": 1 / errors}  # by true label
+    assert by_kind["table"] == {"blocks": 1, "edit_distance": 0.0, "share_of_edits": 0.0}
+    assert sum(row["share_of_edits"] for row in by_kind.values()) == pytest.approx(1.0)
+    assert sum(p.edit_errors for p in pages) == errors
