@@ -336,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--pages", type=int, default=2, help="synthetic dense pages (default 2)")
     source.add_argument("--inputs", nargs="+", type=Path, help="PDFs/images instead (all their pages)")
     parser.add_argument("--seed", type=int, default=BENCH_SEED, help="first synthetic seed")
+    parser.add_argument("--font-size", type=float, nargs=2, metavar=("LO", "HI"),
+                        help="body text size range in px of the synthetic pages (default: the dense preset's, "
+                             "14-17; the bundled model reads 20-28)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float64"),
                         help="default: float32 on CPU, bfloat16 on CUDA")
@@ -361,9 +364,11 @@ def load_bench_pages(args) -> tuple[list, str]:
         return pages, f"{len(pages)} pages of {', '.join(f.name for f in args.inputs)}"
     from hpd_core.synth import SynthConfig, render_page  # pymupdf: only for synthetic pages
 
+    config = SynthConfig.dense(**({"font_size_range": tuple(args.font_size)} if args.font_size else {}))
     seeds = range(args.seed, args.seed + args.pages)
-    pages = [render_page(s, SynthConfig.dense()).image for s in seeds]
-    return pages, f"{args.pages} synthetic dense pages, seeds {seeds.start}-{seeds.stop - 1}"
+    pages = [render_page(s, config).image for s in seeds]
+    low, high = config.font_size_range
+    return pages, f"{args.pages} synthetic dense pages, font size {low:g}-{high:g} px, seeds {seeds.start}-{seeds.stop - 1}"
 
 
 def setup(parser: argparse.ArgumentParser, args) -> tuple:

@@ -9,8 +9,8 @@ from tests.tiny import write_checkpoint
 def test_bench_writes_tables_json_and_plots_and_mtp_matches_greedy_in_every_mode(tmp_path, capsys):
     model = write_checkpoint(tmp_path / "ckpt", seed=0, noise=0.5)
     out = tmp_path / "results"
-    assert main(["--model", str(model), "--pages", "1", "--ks", "2", "--pages-per-batch", "1,2",
-                 "--max-new-tokens", "40", "--out", str(out)]) == 0
+    assert main(["--model", str(model), "--pages", "1", "--font-size", "20", "26", "--ks", "2",
+                 "--pages-per-batch", "1,2", "--max-new-tokens", "40", "--out", str(out)]) == 0
     data = json.loads((out / "results.json").read_text())
     cells = {(c["mode"], c["k"]): c for c in data["matrix"]}
     assert set(cells) == {(mode, k) for mode in MODES for k in (0, 2)}
@@ -32,6 +32,7 @@ def test_bench_writes_tables_json_and_plots_and_mtp_matches_greedy_in_every_mode
         assert sweep[mode, 2]["forwards"] == sweep[mode, 1]["forwards"] > 0
     table = (out / "results.md").read_text()
     assert "fork-batched" in table and "torch" in table and "hardware" in table and "**NO**" not in table
+    assert "1 synthetic dense pages, font size 20-26 px, seeds 10000000-10000000" in table
     assert table in capsys.readouterr().out
     for name in ("speedup.png", "batching.png"):
         assert (out / name).read_bytes().startswith(b"\x89PNG")
