@@ -1,6 +1,8 @@
 """Loss curves of training logs: `python -m hpd_core.train.report docs/training/r*.jsonl --out PNG`.
 
 Runs are drawn one after another on a shared time axis (each run continues the previous one).
+Draft accuracies come from `mtp` stages and from LM stages trained with `--mtp-weight`
+(teacher-forced there).
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ def main(argv: list[str] | None = None) -> None:
             if "child" in row:
                 lm_ax.scatter(t, row["child"], s=4, color="tab:blue")
                 lm_ax.scatter(t, row["parent"], s=4, color="tab:orange")
-            else:
-                mtp_ax.scatter(t, row["acc1"], s=4, color="tab:green")
-                mtp_ax.scatter(t, row.get("acc3", 0), s=4, color="tab:olive")
-    lm_ax.set(xlabel="GPU minutes (H200)", ylabel="cross-entropy (nats/token)")
+            draft = "mtp_" if "mtp_acc1" in row else ""
+            if f"{draft}acc1" in row:
+                mtp_ax.scatter(t, row[f"{draft}acc1"], s=4, color="tab:green")
+                mtp_ax.scatter(t, row.get(f"{draft}acc3", 0), s=4, color="tab:olive")
+    lm_ax.set(xlabel="training minutes (H200s)", ylabel="cross-entropy (nats/token)")
     lm_ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color="tab:blue", label="content branches"),
                           plt.Line2D([], [], marker="o", ls="", color="tab:orange", label="layout branch")])
-    mtp_ax.set(xlabel="GPU minutes (H200)", ylabel="P-MTP draft accuracy", ylim=(0, 1))
+    mtp_ax.set(xlabel="training minutes (H200s)", ylabel="P-MTP draft accuracy", ylim=(0, 1))
     mtp_ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color="tab:green", label="draft 1"),
                            plt.Line2D([], [], marker="o", ls="", color="tab:olive", label="drafts 1-3 all right")])
     fig.tight_layout()
