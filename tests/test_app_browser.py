@@ -1,6 +1,7 @@
 """The app in a real headless browser against a real Gradio server (tiny forking checkpoint).
 
-Screenshots go to a temporary folder, or to $HPD_SCREENSHOTS (e.g. docs/images) when set.
+Its screenshots go to a temporary folder. The README's come from the bundled model
+(tests/test_app_bundled.py, through the `shots` fixture here: $HPD_SCREENSHOTS when set).
 """
 
 import os
@@ -90,14 +91,14 @@ WATCH = """() => {
 }"""
 
 
-def test_parse_an_image_live_tree_grows_rate_updates_markdown_renders(page, shots):
+def test_parse_an_image_live_tree_grows_rate_updates_markdown_renders(page, tmp_path):
     upload(page, PNG)
     expect(page.locator("#page-image img")).to_be_visible()
     set_value(page, "#max-new-tokens input", 240)
     page.evaluate(WATCH)
     page.click("#parse")
     page.wait_for_function("document.querySelectorAll('#tree tbody tr').length >= 12")
-    page.screenshot(path=str(shots / "parse-live.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "parse-live.png"), full_page=True)
     expect(page.locator("#status .hpd-status.done")).to_be_visible(timeout=90_000)
     seen = page.evaluate("window.hpdSeen")
     assert seen["rows"] == sorted(seen["rows"]) and len(seen["rows"]) >= 4, seen   # children appear live
@@ -146,7 +147,7 @@ def test_use_mtp_and_batch_children_give_identical_markdown(page):
     assert outputs["MTP, serial"].count("nkpcft") >= 5
 
 
-def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, shots):
+def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, tmp_path):
     upload(page, PNG)
     set_value(page, "#max-new-tokens input", 60)
     tab(page, "Compare")
@@ -159,7 +160,7 @@ def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, shots):
     expect(page.locator("#compare-summary")).to_contain_text(re.compile(r"Speedup B over A: \d+\.\d\d×"))
     expect(page.locator("#stats-a .hpd-tile").first).to_be_visible()
     expect(page.locator("#timeline-b svg")).to_be_visible()
-    page.screenshot(path=str(shots / "compare.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     page.get_by_label("children serial vs batched").check()
     page.click("#compare")
     expect(page.locator("#compare-status")).to_contain_text("Decoding")
