@@ -73,7 +73,12 @@ class Attention(nn.Module):
         b, q_len, _ = x.shape
         q, k, v = self.project(x, rope)
         k, v = kv(k, v)  # [B, kv_heads, L, D]: the cache (with this step's keys written) or just them
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
+        if mask is not None and q.is_cuda and self.kv_heads != self.heads:
+            # On CUDA only the flash and math kernels take GQA, and flash takes no mask: with a mask
+            # (tree-masked training, batched branches) k/v expanded to every head let the
+            # memory-efficient kernel run instead of math, which materialises [B, heads, q, L].
+            k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != self.heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
 
 

@@ -1,0 +1,69 @@
+"""A/B on the GPU: one training step of the bundled model with its tree-masked LM attention in
+the math kernel against the kernels PyTorch picks (memory-efficient, since the LM expands GQA
+k/v under a mask on CUDA).
+
+    PYTHONPATH=/tmp/site:. python3 bench/ab_train_attention.py [--steps 10] [--stage mix]
+
+One process, the bundled weights, one real batch of the stage (glyph, pointer and joint draft
+losses on, as in training), `--steps` timed forward + backward + AdamW steps of each variant in
+turn after a warm-up; prints seconds per step, pages/s and peak memory, and their ratios. On a
+CPU it runs too (both variants then use the CPU kernels), as a smoke test.
+"""
+
+import argparse
+import time
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from hpd_core.checkpoint import load_model
+from hpd_core.tokenizer import HPDTokenizer
+from hpd_core.train.__main__ import TRAIN_SEEDS, glyph_head, lm_losses, loader, to_device
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--stage", default="mix")
+ap.add_argument("--batch", type=int, default=0, help="pages per step (default: the stage's)")
+ap.add_argument("--mtp-folder", default="P-MTP", help="the draft head (.carry/P-MTP on the device)")
+args = ap.parse_args()
+cuda = torch.cuda.is_available()
+device = "cuda" if cuda else "cpu"
+model = load_model("assets/hpd-tiny", device=device, mtp_folder=args.mtp_folder)
+tok = HPDTokenizer.load("assets/hpd-tiny", model.config)
+glyphs = glyph_head(model.config).to(device)
+batch = next(iter(loader(args.stage, model.config, tok, TRAIN_SEEDS, 0, args.batch)))
+batch = to_device(batch, device, tok.special.image_context)
+params = [*model.parameters(), *glyphs.parameters()]
+opt = torch.optim.AdamW(params, lr=1e-5, fused=cuda)
+model.train()
+
+
+def step() -> None:
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
+        out = lm_losses(model, batch, glyphs, 1.0, 1.0, 0.5, 6)
+    out["loss"].backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+variants = {"math": [SDPBackend.MATH], "picked": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                                                   SDPBackend.MATH]}
+results = {}
+for name, backends in variants.items():
+    with sdpa_kernel(backends):
+        step()  # warm-up
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        if cuda:
+            torch.cuda.synchronize()
+        seconds = (time.perf_counter() - start) / args.steps
+    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+    results[name] = seconds
+    pages = batch["ids"].shape[0]
+    print(f"{name}: {seconds:.3f} s/step, {pages / seconds:.1f} pages/s, peak {peak:.1f} GiB "
+          f"({pages} pages of {batch['ids'].shape[1]} tokens)")
+print(f"math / picked: {results['math'] / results['picked']:.2f}x")
