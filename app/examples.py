@@ -12,6 +12,7 @@ from pathlib import Path
 import pymupdf
 
 from hpd_core.synth import SynthConfig, render_page
+from hpd_core.synth.config import DENSE_LARGE_TYPE, LARGE_TYPE
 
 FOLDER = Path(__file__).resolve().parent.parent / "assets" / "examples"
 SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp")
@@ -19,9 +20,9 @@ DPI = 90
 # The bundled model reads type of the sizes it was trained on (20-28 px on a 768-px page: large
 # print); configs without noise keep the PNGs small. (file name, seed, config)
 _QUIET = dict(noise_prob=0.0, blur_prob=0.0, jpeg_prob=0.0)
-_LARGE = SynthConfig(font_size_range=(22.0, 28.0), **_QUIET)
+_LARGE = SynthConfig(font_size_range=LARGE_TYPE, **_QUIET)
 PAGES = (("synth-report.png", 11, _LARGE),
-         ("synth-dense.png", 23, SynthConfig.dense(font_size_range=(20.0, 26.0), **_QUIET)),
+         ("synth-dense.png", 23, SynthConfig.dense(font_size_range=DENSE_LARGE_TYPE, **_QUIET)),
          ("synth-notes.png", 5, SynthConfig.lines(**_QUIET)))
 PDF = ("synth-two-pages.pdf", (31, 47), _LARGE)
 

@@ -14,6 +14,11 @@ LINE_LABELS = frozenset({"title", "text", "list", "image_caption", "header", "fo
 
 Range = tuple[float, float]
 
+# The bundled model's type sizes: body text in px on a 768-px-wide page, seen squeezed into one
+# 640-px tile (x-height about 7-9 px at 8-px patches); dense pages a little smaller.
+LARGE_TYPE: Range = (22.0, 28.0)
+DENSE_LARGE_TYPE: Range = (20.0, 26.0)
+
 
 @dataclass(frozen=True)
 class SynthConfig:
@@ -80,7 +85,7 @@ class SynthConfig:
     def lines(cls, **overrides) -> SynthConfig:
         """10-24 short blocks (2-6 random words: one or two lines each) in large type: the most
         reading targets per page, no language shortcut."""
-        base = cls(min_blocks=10, max_blocks=24, font_size_range=(22.0, 28.0), real_text_fraction=0.0,
+        base = cls(min_blocks=10, max_blocks=24, font_size_range=LARGE_TYPE, real_text_fraction=0.0,
                    label_weights=(("text", 1.0),), doc_title_prob=0.0, caption_prob=0.0, header_prob=0.0,
                    footer_prob=0.0, page_number_prob=0.0, two_column_prob=0.5, paragraph_words=(2, 6))
         return replace(base, **overrides)

@@ -16,16 +16,13 @@ from hpd_core.config import HPDConfig
 from hpd_core.grammar import has_content
 from hpd_core.preprocess import preprocess
 from hpd_core.synth import SynthConfig, render_page
+from hpd_core.synth.config import DENSE_LARGE_TYPE, LARGE_TYPE
 from hpd_core.synth.page import SynthPage
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_core.train.packing import Packed, collate, pack
 
 GLYPH_CLASSES = 96  # 0: no glyph; 1-94: printable ASCII 33-126; 95: any other character
 POINTER_CELLS = 12  # image cells kept per token as its pointer target
-
-# Bundled-model type sizes: body text 22-28 px on a 768-px-wide page, seen squeezed into one
-# 640-px tile (x-height about 7-9 px at 8-px patches).
-LARGE_TYPE = (22.0, 28.0)
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ class Stage:
 
 
 LINES = SynthConfig.lines()
-DENSE = SynthConfig.dense(font_size_range=(20.0, 26.0))
+DENSE = SynthConfig.dense(font_size_range=DENSE_LARGE_TYPE)
 
 
 STAGES = {
