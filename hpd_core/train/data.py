@@ -60,6 +60,9 @@ STAGES = {
     "dense": Stage((DENSE,), 24, 6e-4),
     # half `lines`, half `dense`: keep reading while learning every label and realistic text
     "mix": Stage((LINES, DENSE), 28, 8e-4),
+    # a third `lines`, two thirds `dense`: once reading holds, most of the remaining edits are dense
+    # pages' missed and extra blocks
+    "mixd": Stage((LINES, DENSE, DENSE), 28, 8e-4),
 }
 
 
