@@ -1,6 +1,6 @@
 """hpd-eval: parse pages and score them against their ground truth with `hpd_core.metrics`.
 
-    hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|simple]
+    hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|sparse|simple|lines]
     hpd-eval [--model PATH] --gt truth.json --inputs scan.png report.pdf
 
 Ground truth comes from the synthetic generator (seeds from --seed; the default 20,000,000 is
@@ -40,7 +40,8 @@ from hpd_core.metrics import aggregate, edits_by_kind, evaluate_page
 from hpd_core.synth import SynthConfig, render_page
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
-SYNTH_CONFIGS = {"dense": SynthConfig.dense, "simple": SynthConfig.simple, "lines": SynthConfig.lines}
+SYNTH_CONFIGS = {"dense": SynthConfig.dense, "sparse": SynthConfig.sparse, "simple": SynthConfig.simple,
+                 "lines": SynthConfig.lines}
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 # The bundled model on fresh synthetic pages (DESIGN.md §6, issue 3; tau at k = 6). (metric, target, higher is better)
 TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "label_accuracy": (0.95, True), "teds": (0.90, True),

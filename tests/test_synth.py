@@ -16,6 +16,7 @@ from matplotlib.mathtext import MathTextParser
 from hpd_core.grammar import parse_blocks
 from hpd_core.synth import LABELS, SynthConfig, render_page
 from hpd_core.synth import formula, text
+from hpd_core.synth.config import BODY_LABELS
 from hpd_core.synth.drawing import Poly, Run, append, draw
 from hpd_core.synth.fonts import FAMILY_NAMES, family
 from hpd_core.synth.layout import compose_page
@@ -225,6 +226,15 @@ def test_simple_preset_gives_one_or_two_large_text_blocks():
         assert np.median(heights) >= 0.85 * 24  # 24-32 px type: ascender to descender ~0.95 em
     assert counts == {1, 2}
     assert all(len(render_page(s, SynthConfig.simple(n_blocks=1)).blocks) == 1 for s in range(3))
+
+
+def test_sparse_preset_leaves_white_space_around_few_blocks():
+    pages = [render_page(seed, SynthConfig.sparse()) for seed in range(12)]
+    bodies = [[b for b in page.blocks if b.label in BODY_LABELS] for page in pages]
+    assert all(1 <= len(body) <= 5 for body in bodies)
+    assert len({len(body) for body in bodies}) >= 3
+    assert sum(max(b.bbox[3] for b in body) < 600 for body in bodies) >= 3  # the rest of the page blank
+    assert {b.label for page in pages for b in page.blocks} >= {"text", "title", "header", "page_number"}
 
 
 def test_dense_preset_fills_pages_with_every_label():

@@ -91,6 +91,15 @@ class SynthConfig:
         return replace(base, **overrides)
 
     @classmethod
+    def sparse(cls, **overrides) -> SynthConfig:
+        """1-5 body blocks of any label, the margins' blocks sometimes, often white space below:
+        a letter, a memo, a short note. The bundled model's type sizes."""
+        base = cls(min_blocks=1, max_blocks=5, font_size_range=DENSE_LARGE_TYPE, doc_title_prob=0.4,
+                   header_prob=0.3, footer_prob=0.3, page_number_prob=0.4, two_column_prob=0.2,
+                   paragraph_words=(8, 120))
+        return replace(base, **overrides)
+
+    @classmethod
     def dense(cls, **overrides) -> SynthConfig:
         """Full pages with every label: header, footer, page number, often two columns."""
         base = cls(min_blocks=14, max_blocks=24, doc_title_prob=0.8, caption_prob=0.9,

@@ -38,6 +38,7 @@ class Stage:
 
 LINES = SynthConfig.lines()
 DENSE = SynthConfig.dense(font_size_range=DENSE_LARGE_TYPE)
+SPARSE = SynthConfig.sparse()
 
 
 STAGES = {
@@ -63,6 +64,9 @@ STAGES = {
     # a third `lines`, two thirds `dense`: once reading holds, most of the remaining edits are dense
     # pages' missed and extra blocks
     "mixd": Stage((LINES, DENSE, DENSE), 28, 8e-4),
+    # `mixd` with half of its `lines` pages sparse ones instead (1-5 blocks, white space): the r12
+    # weights, trained on full pages only, split the paragraphs of sparse pages into extra blocks
+    "mixv": Stage((LINES, SPARSE, DENSE, DENSE, DENSE, DENSE), 28, 8e-4),
 }
 
 
