@@ -38,6 +38,7 @@ class SynthConfig:
     font_size_range: Range = (14.0, 20.0)  # body text size in px (x-height about half of it)
     title_scale_range: Range = (1.3, 2.0)  # document title size / body size
     line_spacing_range: Range = (1.15, 1.5)
+    block_gap_scale: Range = (1.0, 1.0)    # the body's gaps between blocks x a factor drawn per page
     paragraph_words: tuple[int, int] = (12, 110)  # words drawn for a text block (it may be cut)
     real_text_fraction: float = 0.5        # P(a block's text is real prose rather than random words)
     noise_prob: float = 0.3
@@ -51,7 +52,8 @@ class SynthConfig:
             raise ValueError(f"width must be >= 128 px, got {self.width}")
         if not 1 <= self.min_blocks <= self.max_blocks:
             raise ValueError(f"need 1 <= min_blocks <= max_blocks, got {self.min_blocks}, {self.max_blocks}")
-        for name in ("aspect_range", "font_size_range", "title_scale_range", "line_spacing_range"):
+        for name in ("aspect_range", "font_size_range", "title_scale_range", "line_spacing_range",
+                     "block_gap_scale"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"{name} must be an increasing positive range, got {(lo, hi)}")
@@ -92,11 +94,12 @@ class SynthConfig:
 
     @classmethod
     def sparse(cls, **overrides) -> SynthConfig:
-        """1-5 body blocks of any label, the margins' blocks sometimes, often white space below:
-        a letter, a memo, a short note. The bundled model's type sizes."""
+        """1-5 body blocks of any label, the margins' blocks sometimes, gaps between blocks up to
+        4x the usual and often white space below: a letter, a memo, a short note. The bundled
+        model's type sizes."""
         base = cls(min_blocks=1, max_blocks=5, font_size_range=DENSE_LARGE_TYPE, doc_title_prob=0.4,
                    header_prob=0.3, footer_prob=0.3, page_number_prob=0.4, two_column_prob=0.2,
-                   paragraph_words=(8, 120))
+                   paragraph_words=(8, 80), block_gap_scale=(1.0, 4.0))
         return replace(base, **overrides)
 
     @classmethod

@@ -91,13 +91,15 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
     """An optional full-width document title, then the blocks flowing down the column(s)."""
     placed: list[Placed] = []
     n_blocks = rng.randint(config.min_blocks, config.max_blocks)
+    # drawn only where the range is open, so that other configs' pages stay what their seeds gave
+    spread = rng.uniform(*config.block_gap_scale) if len(set(config.block_gap_scale)) > 1 else 1.0
     y = frame.top
     if rng.random() < config.doc_title_prob:
         n_blocks -= 1
         doc_title = el.title(rng, style, Slot(frame.x0, y, frame.x1 - frame.x0, frame.bottom), document=True)
         if doc_title is not None:
             placed.append((doc_title, "span"))
-            y = doc_title.rect[3] + style.size * rng.uniform(0.8, 2.0)
+            y = doc_title.rect[3] + spread * style.size * rng.uniform(0.8, 2.0)
     two = rng.random() < config.two_column_prob
     gutter = style.size * rng.uniform(1.2, 2.5)
     col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
@@ -107,7 +109,7 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
     for label in rng.choices(labels, weights, k=max(0, n_blocks)):
         for _ in range(2):  # this column, then the next one
             x, region = columns[column]
-            gap = 0.0 if y_col == y else _gap(rng, style, label)
+            gap = 0.0 if y_col == y else spread * _gap(rng, style, label)
             new = _block(rng, style, config, Slot(x, y_col + gap, col_w, frame.bottom), label, figure)
             if new or column + 1 == len(columns):
                 break
