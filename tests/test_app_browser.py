@@ -101,9 +101,11 @@ def test_parse_an_image_live_tree_grows_rate_updates_markdown_renders(page, tmp_
     page.screenshot(path=str(tmp_path / "parse-live.png"), full_page=True)
     expect(page.locator("#status .hpd-status.done")).to_be_visible(timeout=90_000)
     seen = page.evaluate("window.hpdSeen")
-    assert seen["rows"] == sorted(seen["rows"]) and len(seen["rows"]) >= 4, seen   # children appear live
-    assert seen["rows"][-1] > 20
-    assert len(seen["rates"]) >= 3, seen                                            # tokens/s updates live
+    # children appear live: a tree with some of its children is drawn before the whole one (the parse
+    # takes a few 0.15-s UI frames, so how many partial trees are seen depends on the machine's speed)
+    rows = seen["rows"]
+    assert rows == sorted(rows) and rows[-1] > 20 and any(1 < n < rows[-1] for n in rows), seen
+    assert len([r for r in seen["rates"] if r != "0"]) >= 2, seen  # tokens/s changes while it decodes
     tab(page, "Markdown")
     markdown = page.locator("#markdown")
     expect(markdown.locator("p").first).to_be_visible()
