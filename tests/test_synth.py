@@ -228,26 +228,28 @@ def test_simple_preset_gives_one_or_two_large_text_blocks():
     assert all(len(render_page(s, SynthConfig.simple(n_blocks=1)).blocks) == 1 for s in range(3))
 
 
-def _body_gaps(config: SynthConfig, pages: int) -> list[int]:
-    """Vertical gaps (0-1000 grid) between consecutive body blocks of one column."""
-    gaps = []
-    for seed in range(pages):
-        body = [b for b in render_page(seed, config).blocks if b.label in BODY_LABELS]
-        gaps += [b.bbox[1] - a.bbox[3] for a, b in zip(body, body[1:])
-                 if b.bbox[1] > a.bbox[3] and abs(b.bbox[0] - a.bbox[0]) < 50]
-    return gaps
+def _bodies(config: SynthConfig, seeds: range) -> tuple[list, list[list]]:
+    """The config's pages of these seeds, and each page's body blocks (BODY_LABELS)."""
+    pages = [render_page(seed, config) for seed in seeds]
+    return pages, [[b for b in page.blocks if b.label in BODY_LABELS] for page in pages]
+
+
+def _mean_gap(bodies: list[list]) -> float:
+    """Mean vertical gap (0-1000 grid) between consecutive body blocks of one column."""
+    gaps = [b.bbox[1] - a.bbox[3] for body in bodies for a, b in zip(body, body[1:])
+            if b.bbox[1] > a.bbox[3] and abs(b.bbox[0] - a.bbox[0]) < 50]
+    return sum(gaps) / len(gaps)
 
 
 def test_sparse_preset_leaves_white_space_around_few_blocks():
-    pages = [render_page(seed, SynthConfig.sparse()) for seed in range(20)]
-    bodies = [[b for b in page.blocks if b.label in BODY_LABELS] for page in pages]
+    pages, bodies = _bodies(SynthConfig.sparse(), range(20))
     assert all(1 <= len(body) <= 5 for body in bodies)
     assert len({len(body) for body in bodies}) >= 3
     assert sum(max(b.bbox[3] for b in body) < 600 for body in bodies) >= 4  # the rest of the page blank
     assert {b.label for page in pages for b in page.blocks} >= {"text", "title", "header", "page_number"}
     # block_gap_scale (1, 4) widens the gaps between blocks: the mean about doubles
-    wide, usual = _body_gaps(SynthConfig.sparse(), 20), _body_gaps(SynthConfig.sparse(block_gap_scale=(1.0, 1.0)), 20)
-    assert sum(wide) / len(wide) > 1.5 * sum(usual) / len(usual)
+    _, usual = _bodies(SynthConfig.sparse(block_gap_scale=(1.0, 1.0)), range(20))
+    assert _mean_gap(bodies) > 1.5 * _mean_gap(usual)
 
 
 def test_dense_preset_fills_pages_with_every_label():

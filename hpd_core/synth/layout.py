@@ -92,7 +92,8 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
     placed: list[Placed] = []
     n_blocks = rng.randint(config.min_blocks, config.max_blocks)
     # drawn only where the range is open, so that other configs' pages stay what their seeds gave
-    spread = rng.uniform(*config.block_gap_scale) if len(set(config.block_gap_scale)) > 1 else 1.0
+    low, high = config.block_gap_scale
+    spread = low if low == high else rng.uniform(low, high)
     y = frame.top
     if rng.random() < config.doc_title_prob:
         n_blocks -= 1
