@@ -37,6 +37,7 @@ from hpd_core.cli import UsageError, add_decoding_arguments, load, parse_options
 from hpd_core.documents import DocumentError, count_pages, iter_pages
 from hpd_core.grammar import Block, format_assembled
 from hpd_core.metrics import aggregate, edits_by_kind, evaluate_page
+from hpd_core.result import Stats
 from hpd_core.synth import SynthConfig, render_page
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
@@ -127,10 +128,11 @@ def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list,
     return rows, scores, stats
 
 
-def mean_accepted_length(stats: Sequence) -> float | None:
-    """tau over all pages: 1 + accepted drafts per branch step, summed over every page's steps."""
-    steps = sum(s.branch_steps for s in stats)
-    return 1 + sum(s.accepted_tokens for s in stats) / steps if steps else None
+def mean_accepted_length(stats: Sequence[Stats]) -> float | None:
+    """tau over all pages: `Stats.mean_accepted_length` of every page's branch steps together."""
+    total = Stats(branch_steps=sum(s.branch_steps for s in stats),
+                  accepted_tokens=sum(s.accepted_tokens for s in stats))
+    return total.mean_accepted_length if total.branch_steps else None
 
 
 def summary_table(summary: dict) -> str:
