@@ -15,10 +15,13 @@ import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
+from hpd_core.checkpoint import MTP_PREFIX, load_model
 from hpd_core.loader import load_engine
 from hpd_core.train import data, distributed
 from hpd_core.train.__main__ import bundled_config
+from hpd_core.train.average import average_runs
 from hpd_core.train.data import GLYPH_CLASSES, glyph_targets
+from tests.tiny import write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = ROOT / "assets" / "hpd-tiny" / "tokenizer.json"
@@ -143,3 +146,16 @@ def test_two_ranks_train_identical_replicas_and_rank_0_logs_and_saves(tmp_path):
     assert [r["step"] for r in rows if "step" in r] == [1, 2, 3]  # logged once, by rank 0; all stop at 3
     assert rows[-1] == {"event": "saved", "stage": "lines", "replicas_agree": True}
     assert load_engine(str(out / "hpd-tiny")).info.parameters > 0
+
+
+def test_averaged_runs_hold_the_mean_of_every_tensor_including_the_draft_head(tmp_path):
+    runs = [tmp_path / name for name in ("a", "b")]
+    for seed, run in enumerate(runs):
+        write_checkpoint(run / "hpd-tiny", seed=seed, mtp_folder=run / "P-MTP")
+    average_runs(runs, tmp_path / "mean")
+    a, b, mean = (load_model(r / "hpd-tiny", mtp_folder=r / "P-MTP").state_dict() for r in (*runs, tmp_path / "mean"))
+    assert any(k.startswith(MTP_PREFIX) for k in mean) and mean.keys() == a.keys()
+    for key in mean:  # saved as bfloat16: the mean rounded to it
+        assert torch.equal(mean[key], ((a[key] + b[key]) / 2).to(torch.bfloat16).float()), key
+    assert (tmp_path / "mean" / "hpd-tiny" / "tokenizer.json").read_bytes() == \
+        (runs[0] / "hpd-tiny" / "tokenizer.json").read_bytes()
