@@ -90,8 +90,8 @@ def info_markdown(info: EngineInfo) -> str:
 # What the bundled model reads (measured: README, docs/training.md), so that nobody takes its
 # transcription of their own document for the method's.
 BUNDLED_NOTE = ("  \nThe bundled model is a 21 M demo trained on synthetic pages: it reads large print (20-28 px "
-                "type on a 768-px page) with some wrong letters (about 1 character in 17 on dense pages), "
-                "and on pages with only a few blocks it often splits paragraphs. "
+                "type on a 768-px page) with some wrong letters (about 1 character in 40 on dense pages), "
+                "now and then splits or merges paragraphs, and reads real PDFs worse than its synthetic pages. "
                 "For real documents run the app with `--model PaddlePaddle/HPD-Parsing`.")
 
 
