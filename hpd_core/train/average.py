@@ -3,7 +3,8 @@
 Each run folder holds `hpd-tiny/` and `P-MTP/` as `python -m hpd_core.train` writes them; the
 output has the same layout, the tokenizer taken from the first run. Meant for the ends of
 consecutive runs of one lineage (each run restarts the learning-rate schedule from the one
-before): their mean is a flatter point than either end (docs/training.md, r14+r15).
+before). Measured in docs/training.md (r14+r15): the mean avoided each run's own failures on
+validation pages but made one of its own on an example document, so gate it like any run.
 """
 
 from __future__ import annotations
