@@ -294,6 +294,12 @@ def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens:
     return summary
 
 
+def save_run(model: HPDModel, out: Path, tokenizer: Path) -> None:
+    """A run folder: the model and a copy of `tokenizer` in `out/hpd-tiny`, the draft head in `out/P-MTP`."""
+    save_model(model, out / "hpd-tiny", mtp_folder=out / "P-MTP")
+    shutil.copy(tokenizer, out / "hpd-tiny" / "tokenizer.json")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
@@ -371,9 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                 log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,
                                                           args.eval_tokens,
                                                           use_mtp=name == "mtp" or args.mtp_weight > 0)})
-            save_model(model, args.out / "hpd-tiny", mtp_folder=args.out / "P-MTP")
-            shutil.copy(args.init / "tokenizer.json" if args.init else args.tokenizer,
-                        args.out / "hpd-tiny" / "tokenizer.json")
+            save_run(model, args.out, args.init / "tokenizer.json" if args.init else args.tokenizer)
             log({"event": "saved", "stage": name, "replicas_agree": agree})
         distributed.barrier(args.world)
         if not agree:  # every rank knows: all stop together, after rank 0 saved its weights

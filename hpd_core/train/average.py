@@ -10,12 +10,12 @@ validation pages but made one of its own on an example document, so gate it like
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import torch
 
-from hpd_core.checkpoint import load_model, save_model
+from hpd_core.checkpoint import load_model
+from hpd_core.train.__main__ import save_run
 
 
 def average_runs(runs: list[Path], out: Path) -> None:
@@ -25,8 +25,7 @@ def average_runs(runs: list[Path], out: Path) -> None:
         raise ValueError("the runs' models have different tensors: only runs of one architecture average")
     mean = {k: torch.stack([s[k] for s in states]).mean(0) for k in states[0]}
     models[0].load_state_dict(mean)
-    save_model(models[0], out / "hpd-tiny", mtp_folder=out / "P-MTP")
-    shutil.copy(runs[0] / "hpd-tiny" / "tokenizer.json", out / "hpd-tiny" / "tokenizer.json")
+    save_run(models[0], out, runs[0] / "hpd-tiny" / "tokenizer.json")
 
 
 def main(argv: list[str] | None = None) -> None:
