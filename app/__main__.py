@@ -7,8 +7,8 @@ import argparse
 import torch
 
 from app.ui import CACHE_SECONDS, build_demo, launch
-from hpd_core import load_engine
-from hpd_core.cli import UsageError, add_limit_arguments, limits_of
+from hpd_tools.backends import open_engine
+from hpd_tools.forms import UsageError, add_limit_arguments, limits_of
 from hpd_core.loader import ModelNotFound
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
-        engine = load_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
+        engine = open_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
                              model=args.served_model_name)
     except ModelNotFound as err:
         raise SystemExit(f"hpd-demo: {err}") from err

@@ -6,8 +6,8 @@ view. Everything here is derived from events alone, so the UI never reaches into
 Invariants:
 - `branches[i].text` is the concatenation of its pieces, each piece one token's text (as the
   engine's `TokensAppended.pieces` gives it) tagged with whether it was an accepted P-MTP draft.
-- Live counters follow the engine's accounting (result.Stats), so they agree with the final
-  statistics; once `PageFinished` arrives, `summary()` reports the exact final statistics.
+- Live counters are the engine's own (`result.Counts`, carried by its events), so they agree
+  with the final statistics; once `PageFinished` arrives, `summary()` reports those exactly.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from hpd_core.events import BranchFinished, BranchForked, PageFinished, PageStarted, TokensAppended
 from hpd_core.grammar import BBox, Block, parse_blocks
 from hpd_core.options import ParseOptions
-from hpd_core.result import ParseResult
+from hpd_core.result import Counts, ParseResult
 
 RATE_WINDOW = 1.0      # seconds of decoding over which the current tokens/s is measured
 HISTORY_POINTS = 200   # the tokens/s history is sampled every elapsed / HISTORY_POINTS seconds ...
@@ -94,14 +94,11 @@ class PageView:
         self.branches: dict[int, BranchView] = {}
         self.result: ParseResult | None = None
         self.elapsed = 0.0
-        self.tokens = self.steps = self.accepted = self.drafted = 0
-        self.round = self.round_size = self.peak_active = 0
-        self.prefills = 0            # forwards that start children
-        self.shared_prefix = 0
+        self.tokens = self.round = 0
+        self.counts = Counts()       # the engine's counters as of the latest event
         self.window: deque[tuple[float, int]] = deque()   # (elapsed, tokens) over RATE_WINDOW
         self.history: list[tuple[float, float]] = []       # (elapsed, tokens/s)
         self.version = 0             # bumped by every event: a renderer can skip an unchanged view
-        self._fork_rounds: set[int] = set()
 
     # ---- events -------------------------------------------------------------------------
 
@@ -123,11 +120,7 @@ class PageView:
     def _forked(self, event: BranchForked) -> None:
         view = self._branch(event.branch)
         view.label, view.bbox, view.position, view.started = event.label, event.bbox, event.position, event.elapsed
-        self.shared_prefix += event.position
-        # serial mode starts each child with its own forward; batched mode starts a round's forks together
-        if not self.options.batch_children or self.round not in self._fork_rounds:
-            self.prefills += 1
-        self._fork_rounds.add(self.round)
+        self.counts = event.counts
         self._tick(event.elapsed)
 
     def _tokens(self, event: TokensAppended) -> None:
@@ -135,17 +128,11 @@ class PageView:
         for piece, drafted in zip(event.pieces, event.drafted):
             view.add_piece(piece, drafted)
         accepted = sum(event.drafted)
-        self.drafted += event.drafts
         view.tokens += len(event.token_ids)
         view.accepted += accepted
         view.steps.append((event.round, len(event.token_ids), accepted))
         self.tokens += len(event.token_ids)
-        self.accepted += accepted
-        self.steps += 1
-        if event.round != self.round:
-            self.round, self.round_size = event.round, 0
-        self.round_size += 1
-        self.peak_active = max(self.peak_active, self.round_size)
+        self.round, self.counts = event.round, event.counts
         self._tick(event.elapsed)
 
     def _finished(self, event: BranchFinished) -> None:
@@ -185,11 +172,12 @@ class PageView:
 
     def summary(self) -> Summary:
         live = sum(1 for b in self.branches.values() if b.finished is None)
+        c = self.counts
         summary = Summary(
             elapsed=self.elapsed, tokens=self.tokens, rate_now=self.rate_now(), rate_avg=self.rate_avg(),
-            rounds=self.round, forwards=self.round + self.prefills, branches=len(self.branches), live=live,
-            peak_active=self.peak_active, shared_prefix_tokens=self.shared_prefix, drafted=self.drafted,
-            accepted=self.accepted, mean_accepted_length=1 + self.accepted / self.steps if self.steps else 0.0,
+            rounds=c.rounds, forwards=c.forwards, branches=len(self.branches), live=live,
+            peak_active=c.peak_active_branches, shared_prefix_tokens=c.shared_prefix_tokens,
+            drafted=c.drafted_tokens, accepted=c.accepted_tokens, mean_accepted_length=c.mean_accepted_length,
             finished=False, cancelled=False, wall_seconds=None)
         return summary if self.result is None else final_summary(summary, self.result)
 

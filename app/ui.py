@@ -30,9 +30,10 @@ from app.job import ParseJob
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
                         status_html, tree_html)
 from app.timeline import sparkline_svg, timeline_svg
-from hpd_core.documents import DocumentError, Limits, Page, PasswordRequired, count_pages, load_pages
+from hpd_core.documents import DEFAULT_DPI, DocumentError, Limits, Page, PasswordRequired, count_pages, load_pages
 from hpd_core.engine import Engine
 from hpd_core.options import ParseOptions
+from hpd_tools.forms import OptionSpec, option_specs
 
 FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
@@ -40,17 +41,6 @@ LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right"
 SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
 CACHE_SECONDS = 3600     # uploads and the result files Gradio serves are deleted this long after they were made
 MAX_RUNS = 16            # sessions whose last run is kept (for Stop); the oldest are dropped first
-DEFAULTS = ParseOptions()
-
-
-class Options(NamedTuple):
-    """The decoding controls, in the order the handlers take them."""
-    use_mtp: gr.Checkbox
-    num_speculative_tokens: gr.Slider
-    batch_children: gr.Checkbox
-    max_active_branches: gr.Slider
-    max_new_tokens: gr.Number
-    prompt: gr.Radio
 
 
 class Document(NamedTuple):
@@ -148,7 +138,7 @@ def _parse_tab(engine: Engine):
                 gr.Examples([[str(p)] for p in examples], inputs=[file], label="Example documents")
             with gr.Row():
                 page = gr.Slider(1, 2, value=1, step=1, label="Page", visible=False, elem_id="page")
-                dpi = gr.Slider(50, 300, value=90, step=10, label="Render DPI (PDF)", elem_id="dpi")
+                dpi = gr.Slider(50, 300, value=DEFAULT_DPI, step=10, label="Render DPI (PDF)", elem_id="dpi")
             password = gr.Textbox(label="PDF password", type="password", visible=False, elem_id="password")
             options = _options_panel(engine)
             with gr.Row():
@@ -185,22 +175,26 @@ def _parse_tab(engine: Engine):
     return Document(file, page, dpi, password), options, parse_button, stop_button, panel
 
 
-def _options_panel(engine: Engine) -> Options:
-    mtp = engine.info.mtp
+def _options_panel(engine: Engine) -> tuple[gr.components.Component, ...]:
+    """One control per ParseOptions field (`forms.option_specs`), in field order: the handlers take
+    their values in that order. Without a P-MTP head, use_mtp is off and fixed."""
+    controls = []
     with gr.Accordion("Decoding options", open=True):
-        use_mtp = gr.Checkbox(mtp and DEFAULTS.use_mtp, label="use_mtp: P-MTP speculative decoding",
-                              interactive=mtp, elem_id="use-mtp")
-        batch = gr.Checkbox(DEFAULTS.batch_children, label="batch_children: children in batched rounds",
-                            elem_id="batch-children")
-        with gr.Row():
-            k = gr.Slider(1, 10, value=DEFAULTS.num_speculative_tokens, step=1, label="num_speculative_tokens")
-            active = gr.Slider(1, 256, value=DEFAULTS.max_active_branches, step=1, label="max_active_branches")
-        with gr.Row():
-            new = gr.Number(DEFAULTS.max_new_tokens, label="max_new_tokens (per branch)", precision=0,
-                            minimum=1, elem_id="max-new-tokens")
-            prompt = gr.Radio([("fork (hierarchical)", "fork"), ("plain (one trajectory)", "plain")],
-                              value=DEFAULTS.prompt, label="prompt", elem_id="prompt")
-    return Options(use_mtp, k, batch, active, new, prompt)
+        for spec in option_specs():
+            default = spec.default and engine.info.mtp if spec.name == "use_mtp" else spec.default
+            controls.append(_control(spec, default, interactive=spec.name != "use_mtp" or engine.info.mtp))
+    return tuple(controls)
+
+
+def _control(spec: OptionSpec, default, interactive: bool) -> gr.components.Component:
+    common = dict(label=spec.name, info=spec.help, elem_id=spec.name.replace("_", "-"), interactive=interactive)
+    if spec.kind is bool:
+        return gr.Checkbox(default, **common)
+    if spec.choices:
+        return gr.Radio(list(spec.choices), value=default, **common)
+    if spec.low is not None and spec.high is not None:
+        return gr.Slider(spec.low, spec.high, value=default, step=1 if spec.kind is int else 0.05, **common)
+    return gr.Number(default, minimum=spec.low, precision=0 if spec.kind is int else None, **common)
 
 
 def _compare_tab():
@@ -246,7 +240,7 @@ class Handlers:
         self.compare_panel: ComparePanel | None = None
         self.cache: str | None = None                   # set by wire()
 
-    def wire(self, document: Document, options: Options, buttons: Buttons, panel: ParsePanel,
+    def wire(self, document: Document, options: tuple, buttons: Buttons, panel: ParsePanel,
              compare_panel: ComparePanel) -> None:
         """Connect the events; the handlers answer with {component: value} of these panels."""
         self.document, self.parse_panel, self.compare_panel = document, panel, compare_panel
@@ -305,10 +299,10 @@ class Handlers:
 
     # -- parsing --
 
-    def parse(self, path, number, dpi, password, use_mtp, k, batch, active, new, prompt, request: gr.Request):
+    def parse(self, request: gr.Request, path, number, dpi, password, *options):
         page = page_or_error(path, number, dpi, password, self.limits)
         p = self.parse_panel
-        with self._running(request, page, options_or_error(use_mtp, k, batch, active, new, prompt)) as run:
+        with self._running(request, page, options_or_error(options)) as run:
             yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
                    p.page: page.image, p.legend: "", p.markdown: "", p.raw: "", p.json: None, p.timeline: "",
                    p.download_md: gr.DownloadButton(visible=False),
@@ -419,10 +413,9 @@ class Handlers:
 
     # -- comparing --
 
-    def compare(self, path, number, dpi, password, mode, use_mtp, k, batch, active, new, prompt,
-                request: gr.Request):
+    def compare(self, request: gr.Request, path, number, dpi, password, mode, *options):
         page = page_or_error(path, number, dpi, password, self.limits)
-        base = options_or_error(use_mtp, k, batch, active, new, prompt)
+        base = options_or_error(options)
         c = self.compare_panel
         variants = MODES[mode]
         shown = {side.title: f"### {name}: {v.name}" for name, side, v in zip("AB", (c.a, c.b), variants)}
@@ -470,7 +463,7 @@ def page_or_error(path: str | None, number: float, dpi: float, password: str | N
     if not path:
         raise gr.Error("Upload a document or pick an example first.", print_exception=False)
     try:
-        page = load_page(path, number or 1, dpi or 90, password, limits)
+        page = load_page(path, number or 1, dpi or DEFAULT_DPI, password, limits)
     except DocumentError as err:
         raise gr.Error(str(err), print_exception=False) from err
     for warning in page.warnings:
@@ -483,12 +476,16 @@ def noted(message: str, page: Page) -> str:
     return " ".join([message, *(f"Note: {w}." for w in page.warnings)])
 
 
-def options_or_error(use_mtp, num_speculative_tokens, batch_children, max_active_branches, max_new_tokens,
-                     prompt) -> ParseOptions:
+def options_or_error(values) -> ParseOptions:
+    """ParseOptions of the controls' values (in `forms.option_specs` order)."""
     try:
-        return ParseOptions(prompt=prompt or "fork", use_mtp=bool(use_mtp),
-                            num_speculative_tokens=int(num_speculative_tokens),
-                            batch_children=bool(batch_children), max_active_branches=int(max_active_branches),
-                            max_new_tokens=int(max_new_tokens or 1))
+        return ParseOptions(**{spec.name: value_of(spec, v) for spec, v in zip(option_specs(), values, strict=True)})
     except (TypeError, ValueError) as err:
         raise gr.Error(f"Invalid option: {err}", print_exception=False) from err
+
+
+def value_of(spec: OptionSpec, value):
+    """A control's value as the field's type (a cleared number box: the default)."""
+    if value is None or value == "":
+        return spec.default
+    return spec.kind(value)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from hpd_core.checkpoint import load_model
 from hpd_core.model.language import Attention
 from hpd_core.tokenizer import HPDTokenizer
-from hpd_core.train.__main__ import TRAIN_SEEDS, glyph_head, lm_losses, loader, to_device
+from hpd_training.train.__main__ import TRAIN_SEEDS, glyph_head, lm_losses, loader, to_device
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=10)

@@ -12,7 +12,7 @@ import time
 import torch
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.synth import SynthConfig, render_page
+from hpd_training.synth import SynthConfig, render_page
 
 torch.set_num_threads(2)
 pages = [render_page(10_000_000 + i, SynthConfig.dense()).image for i in range(2)]

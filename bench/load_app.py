@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, run_metadata, wait_ready
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLL_SECONDS = 0.05

@@ -4,7 +4,7 @@
     python -m bench.load_server [--model DIR] [--requests 32] [--clients 8] [--max-tokens 8000]
                                 [--deadline-s 600] [--max-concurrency 1] [--stream] [--omp-threads N]
 
-Starts `python -m hpd_core.server` on 127.0.0.1 (a free port, nothing else), waits for
+Starts `python -m hpd_tools.server` on 127.0.0.1 (a free port, nothing else), waits for
 /health, sends the official request shape (base64 PNG of a synthetic page, `document parsing
 with fork.`, temperature 0) from C client threads until N requests are done or the deadline
 passes, and samples the server's RSS every 0.1 s. Writes latency percentiles (p50/p90/p99 of
@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 
 from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, wait_ready
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -56,7 +56,7 @@ def page_urls(count: int) -> list[str]:
 
 
 def start_server(model: str | None, port: int, args, log_path: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "hpd_core.server", "--host", HOST, "--port", str(port),
+    command = [sys.executable, "-m", "hpd_tools.server", "--host", HOST, "--port", str(port),
                "--max-concurrency", str(args.max_concurrency), "--max-queue", str(max(args.clients, 16))]
     command += ["--model", model] if model else []
     env = os.environ | ({"OMP_NUM_THREADS": str(args.omp_threads)} if args.omp_threads else {})
@@ -164,7 +164,7 @@ def write_report(summary: dict, path: Path) -> None:
         f"max_tokens {summary['max_tokens']} per branch, --max-concurrency {summary['max_concurrency']}, "
         f"stream={summary['stream']}, server OMP_NUM_THREADS={summary['omp_threads']}. Latency is per request from send to last byte, including the wait in the "
         "server's queue (one decode at a time per replica: a request waits for those ahead of it). Pages are "
-        f"{summary['pages']} synthetic pages (hpd_core.synth seeds 0..{summary['pages'] - 1}), round robin.",
+        f"{summary['pages']} synthetic pages (hpd_training.synth seeds 0..{summary['pages'] - 1}), round robin.",
     ]
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 

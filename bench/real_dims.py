@@ -1,4 +1,4 @@
-"""The engine at the real HPD-Parsing dimensions (HPD_FORMAT.md §2), with random weights.
+"""The engine at the real HPD-Parsing dimensions (docs/format.md §2), with random weights.
 
     python -m bench.real_dims /tmp/hpd-real [--device cpu] [--new-tokens 16]   # from the repo root
 
@@ -43,7 +43,7 @@ from hpd_core.kv_cache import KVCache
 from hpd_core.model import HPDModel
 from hpd_core.speculative import step
 
-# Real ids (HPD_FORMAT.md §3); <BLOCK> at 151678 is inferred. The other added ids are reserved fillers.
+# Real ids (docs/format.md §3); <BLOCK> at 151678 is inferred. The other added ids are reserved fillers.
 REAL_SPECIALS = {151643: "<|endoftext|>", 151644: "<|im_start|>", 151645: "<|im_end|>", 151669: "<img>",
                  151670: "</img>", 151671: "<IMG_CONTEXT>", 151678: "<BLOCK>", 151679: "<FORK>", 151680: "<CHILD>"}
 FIRST_ADDED = 151643

@@ -5,7 +5,7 @@
     python -m bench.soak [--model DIR] [--parses 50] [--apis engine,app] [--max-new-tokens 8000]
                          [--out bench/results/soak]
 
-engine: one engine in this process parses synthetic pages (hpd_core.synth seeds 0..7, round
+engine: one engine in this process parses synthetic pages (hpd_training.synth seeds 0..7, round
 robin) one after another; this process's RSS is read after each parse.
 app: `python -m app` on 127.0.0.1 at a free port, with its own temp folder (TMPDIR and
 GRADIO_TEMP_DIR); one gradio_client session runs the parses through `/parse`; the server's RSS
@@ -33,7 +33,7 @@ import psutil
 from bench.common import HOST, add_model_arguments, free_port, model_of, run_metadata, wait_ready
 from bench.load_app import PARSE_FIELDS, start_app
 from hpd_core.options import ParseOptions
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAGES = 8  # distinct synthetic pages, reused round robin

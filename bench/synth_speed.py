@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import time
 
-from hpd_core.synth import SynthConfig, render_page
+from hpd_training.synth import SynthConfig, render_page
 
 PRESETS = {"simple": SynthConfig.simple(), "default": SynthConfig(), "dense": SynthConfig.dense()}
 

@@ -1,4 +1,4 @@
-"""Checkpoint folders: load and save HPD models in the real tensor layout (HPD_FORMAT.md §2).
+"""Checkpoint folders: load and save HPD models in the real tensor layout (docs/format.md §2).
 
 A folder holds `config.json`, `tokenizer.json` and `model.safetensors` (or shards listed in
 `model.safetensors.index.json`). The P-MTP head is either embedded (`language_model.mtp.*`) or

@@ -1,4 +1,4 @@
-"""Model configuration, with the field names of the real `config.json` (HPD_FORMAT.md §2).
+"""Model configuration, with the field names of the real `config.json` (docs/format.md §2).
 
 `HPDConfig.from_dict` reads the real file (and ours); unknown fields are kept in `extra`
 so that `to_dict` writes them back. Defaults follow the real model where the file is silent.

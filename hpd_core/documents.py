@@ -44,6 +44,7 @@ Source = str | os.PathLike | bytes | bytearray
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")  # Pillow format names we accept
 SUPPORTED = "PDF, PNG, JPEG, WebP, TIFF, BMP"
 BYTES_NAME = "document"  # display name of a source given as bytes
+DEFAULT_DPI = 90  # PDF render resolution of the app, hpd-parse and hpd-eval: what the bundled model reads
 _PDF_HEADER_WINDOW = 1024  # "%PDF-" may follow junk bytes; MuPDF looks this far too
 
 
@@ -379,7 +380,7 @@ def count_pages(source: Source, password: str | None = None,
         document.close()
 
 
-def iter_pages(source: Source, pages: Sequence[int] | None = None, dpi: float = 90,
+def iter_pages(source: Source, pages: Sequence[int] | None = None, dpi: float = DEFAULT_DPI,
                password: str | None = None, limits: Limits = Limits()) -> Iterator[Page]:
     """The selected pages (all when `pages` is None), rendered one at a time, in order.
 
@@ -405,7 +406,17 @@ def _render(document: _Pdf | _Raster, numbers: list[int], dpi: float) -> Iterato
         document.close()
 
 
-def load_pages(source: Source, pages: Sequence[int] | None = None, dpi: float = 90,
+def load_pages(source: Source, pages: Sequence[int] | None = None, dpi: float = DEFAULT_DPI,
                password: str | None = None, limits: Limits = Limits()) -> list[Page]:
     """`iter_pages` as a list."""
     return list(iter_pages(source, pages, dpi, password, limits))
+
+
+def as_image(page) -> Image.Image:
+    """An 8-bit RGB image of a PIL image or a `documents.Page` (alpha on white, 16-bit scaled)."""
+    image = getattr(page, "image", page)
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"expected a PIL image or a Page, got {type(page).__name__}")
+    if 0 in image.size:
+        raise ValueError(f"the image is empty ({image.width}x{image.height} pixels)")
+    return to_rgb(image)

@@ -1,6 +1,6 @@
 """The engine: pages in, streamed events and parse results out.
 
-Decoding modes (all greedy, DESIGN.md §3):
+Decoding modes (all greedy):
 - `plain` prompt: one trajectory per page (the AR baseline).
 - `fork` prompt, serial (`batch_children=False`): when the layout branch emits `<FORK>` at
   position p, the child is decoded in the same KV row from p, the row is cropped back and the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
@@ -25,7 +25,7 @@ from PIL import Image
 
 from hpd_core import speculative
 from hpd_core.branch import Branch
-from hpd_core.documents import to_rgb
+from hpd_core.documents import as_image
 from hpd_core.events import (BranchFinished, BranchForked, Event, PageFinished, PageStarted,
                              TokensAppended)
 from hpd_core.grammar import parse_blocks
@@ -34,7 +34,7 @@ from hpd_core.markdown import to_markdown
 from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
 from hpd_core.preprocess import preprocess
-from hpd_core.result import BranchRecord, ParseResult, Stats
+from hpd_core.result import BranchRecord, Counts, ParseResult, Stats
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 
 
@@ -50,32 +50,12 @@ class EngineInfo:
 
 
 @dataclass
-class Tally:
-    """Mutable per-page counters, frozen into `Stats` when the page ends."""
-    counts: dict = field(default_factory=lambda: dict.fromkeys(
-        ("forwards", "rounds", "peak_active_branches", "forked_branches", "shared_prefix_tokens",
-         "branch_steps", "drafted_tokens", "accepted_tokens"), 0))
-    accepted_by_position: list[int] = field(default_factory=list)
-
-    def add_step(self, accepted: list[int], k: int) -> None:
-        c = self.counts
-        c["branch_steps"] += len(accepted)
-        c["drafted_tokens"] += k * len(accepted)
-        c["accepted_tokens"] += sum(accepted)
-        if len(self.accepted_by_position) < k:
-            self.accepted_by_position += [0] * (k - len(self.accepted_by_position))
-        for m in accepted:
-            for i in range(m):
-                self.accepted_by_position[i] += 1
-
-
-@dataclass
 class PageRun:
     """One page being decoded: its branches (id order) and counters."""
     index: int
     image_size: tuple[int, int]
     branches: list[Branch]
-    tally: Tally
+    counts: Counts
     prompt_tokens: int
     tiles: int
     vision_seconds: float
@@ -183,7 +163,7 @@ class Engine:
                         budget=options.max_new_tokens, can_fork=options.prompt == "fork",
                         stream=self.tokenizer.stream())
         now = time.perf_counter()
-        return PageRun(index, image.size, [parent], Tally(), len(ids), tiles,
+        return PageRun(index, image.size, [parent], Counts(), len(ids), tiles,
                        vision_done - started, now - vision_done, started, decode_started=now)
 
     def _started(self, run: PageRun) -> PageStarted:
@@ -201,7 +181,7 @@ class Engine:
         h = self.model.lm.model(self.model.lm.embed(ids), positions, cache, rows)[:, 0]
         pending = self.model.lm.logits(h).argmax(-1).tolist()
         for run in {id(r): r for r, _, _ in requests}.values():
-            run.tally.counts["forwards"] += 1
+            run.counts = run.counts.after_forks([p for r, _, p in requests if r is run])
         children = []
         for (run, row, p), token, hidden in zip(requests, pending, h):
             cache.lengths[row] = p + 1
@@ -214,8 +194,6 @@ class Engine:
                 child.label, child.bbox = header[-1].label, header[-1].bbox
             run.branches.append(child)
             run.live += 1
-            run.tally.counts["forked_branches"] += 1
-            run.tally.counts["shared_prefix_tokens"] += p
             children.append(child)
         return children
 
@@ -231,12 +209,7 @@ class Engine:
         for i, b in enumerate(branches):
             by_page.setdefault(b.page, []).append(i)
         for page, mine in by_page.items():
-            run = runs[page]
-            c = run.tally.counts
-            c["forwards"] += 1
-            c["rounds"] += 1
-            c["peak_active_branches"] = max(c["peak_active_branches"], len(mine))
-            run.tally.add_step([out.accepted[i] for i in mine], out.drafts)
+            runs[page].counts = runs[page].counts.after_round([out.accepted[i] for i in mine], out.drafts)
         for i, b in enumerate(branches):
             run = runs[b.page]
             b.pending, b.hidden = out.pending[i], out.hidden[i]
@@ -244,7 +217,7 @@ class Engine:
             kept, flags, pieces = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
             run.tokens += len(kept)
             yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
-                                 out.drafts, run.tally.counts["rounds"], run.elapsed())
+                                 out.drafts, run.counts.rounds, run.elapsed(), run.counts)
             if b.can_fork:
                 forks += [(run, b.row, out.starts[i] + j) for j, t in enumerate(kept) if t == self.special.fork]
             if not b.finished and run.tokens >= options.max_page_tokens:
@@ -311,7 +284,7 @@ class Engine:
             queue = children + [b for b in active if not b.finished] + waiting
 
     def _forked(self, run: PageRun, child: Branch) -> BranchForked:
-        return BranchForked(run.index, child.id, child.position, child.label, child.bbox, run.elapsed())
+        return BranchForked(run.index, child.id, child.position, child.label, child.bbox, run.elapsed(), run.counts)
 
     # ---- results ----------------------------------------------------------------------------
 
@@ -324,10 +297,8 @@ class Engine:
         text = self.tokenizer.decode(ids).strip()
         blocks = parse_blocks(text)
         now = time.perf_counter()
-        c = run.tally.counts
         stats = Stats(prompt_tokens=run.prompt_tokens, tiles=run.tiles, parent_tokens=len(parent.tokens),
-                      child_tokens=tuple(len(b.tokens) for b in children), **c,
-                      accepted_by_position=tuple(run.tally.accepted_by_position),
+                      child_tokens=tuple(len(b.tokens) for b in children), **run.counts.as_fields(),
                       vision_seconds=run.vision_seconds, prefill_seconds=run.prefill_seconds,
                       decode_seconds=now - run.decode_started, wall_seconds=now - run.started)
         records = tuple(BranchRecord(b.id, b.label, b.bbox, b.position, tuple(b.tokens), tuple(b.drafted),
@@ -338,13 +309,3 @@ class Engine:
 
 def cancelled(cancel: threading.Event | None) -> bool:
     return cancel is not None and cancel.is_set()
-
-
-def as_image(page) -> Image.Image:
-    """An 8-bit RGB image of a PIL image or a `documents.Page` (alpha on white, 16-bit scaled)."""
-    image = getattr(page, "image", page)
-    if not isinstance(image, Image.Image):
-        raise TypeError(f"expected a PIL image or a Page, got {type(page).__name__}")
-    if 0 in image.size:
-        raise ValueError(f"the image is empty ({image.width}x{image.height} pixels)")
-    return to_rgb(image)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from hpd_core.grammar import BBox
 
+from hpd_core.result import Counts
+
 if TYPE_CHECKING:
     from hpd_core.result import ParseResult
 
@@ -32,6 +34,7 @@ class BranchForked:
     label: str | None        # from the parent's `<BLOCK>label [bbox]` before the fork
     bbox: BBox | None        # 0-1000 grid
     elapsed: float
+    counts: Counts = Counts()  # the page's counters after the fork (zeros from a remote engine)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class TokensAppended:
     drafts: int                 # P-MTP drafts this step fed for the branch (0 without MTP)
     round: int                 # decode round (batched forward) that produced them
     elapsed: float             # seconds since the page's decoding started
+    counts: Counts = Counts()  # the page's counters after this round (zeros from a remote engine)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ text replaces the i-th `<FORK>` by `<CHILD>` + the i-th child's text:
 
     <BLOCK>title [80,40,920,90]<CHILD>Annual report<BLOCK>image [80,100,500,400]...
 
-Boxes are integers on a 0-1000 grid of the page width and height (HPD_FORMAT.md §9).
+Boxes are integers on a 0-1000 grid of the page width and height (docs/format.md §9).
 `parse_blocks` never raises: malformed model output yields the blocks it can.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 BLOCK, FORK, CHILD = "<BLOCK>", "<FORK>", "<CHILD>"
 GRID = 1000
-# Labels whose blocks carry no content branch (HPD_FORMAT.md §9: no <CHILD> for image).
+# Labels whose blocks carry no content branch (docs/format.md §9: no <CHILD> for image).
 NO_CONTENT_LABELS = frozenset({"image", "chart", "seal"})
 
 BBox = tuple[int, int, int, int]

@@ -1,4 +1,4 @@
-"""`load_engine`: a checkpoint folder, a Hugging Face repo id, or the bundled model."""
+"""`load_engine`: the engine of a checkpoint folder, a Hugging Face repo id, or the bundled model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import torch
 
 from hpd_core.checkpoint import load_model
 from hpd_core.engine import Engine
-from hpd_core.remote import RemoteEngine
 from hpd_core.tokenizer import HPDTokenizer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,24 +41,21 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
-                dtype: torch.dtype | None = None, model: str = "HPD-Parsing",
-                vision_bf16: bool | None = None) -> Engine | RemoteEngine:
+                dtype: torch.dtype | None = None, vision_bf16: bool | None = None) -> Engine:
     """An engine for a checkpoint folder, a hub repo id (e.g. PaddlePaddle/HPD-Parsing), or,
     with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise.
     `vision_bf16`: an fp32 model runs its vision tower in bf16 autocast (2.6x faster on a CPU
     with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
-    An http(s) URL (`http://host:8118/v1`) gives a `RemoteEngine` for the server's `model`."""
-    if isinstance(source, str) and source.startswith(("http://", "https://")):
-        return RemoteEngine(source, model=model)
+    (A server URL is opened by `hpd_tools.backends.open_engine`.)"""
     folder, mtp = resolve_model(source)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
-    model = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
+    hpd = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
     name = "bundled hpd-tiny" if folder == BUNDLED_MODEL else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()
     autocast = torch.bfloat16 if vision_bf16 and dtype == torch.float32 else None
-    return Engine(model, HPDTokenizer.load(folder, model.config), name=name, path=str(folder), vision_autocast=autocast)
+    return Engine(hpd, HPDTokenizer.load(folder, hpd.config), name=name, path=str(folder), vision_autocast=autocast)
 
 
 def cpu_has_bf16() -> bool:

@@ -1,4 +1,4 @@
-"""Blocks -> Markdown, one render function per label (STYLE.md principle 13).
+"""Blocks -> Markdown, one render function per label (a table of them, `RENDERERS`).
 
 Promises:
 - Blocks render in order, separated by one blank line; blocks that render to nothing

@@ -1,24 +1,38 @@
-"""ParseOptions: how a page is decoded (all greedy)."""
+"""ParseOptions: how a page is decoded (all greedy).
+
+Each field carries its own help text and bounds (`field.metadata`), so front doors build their
+flags, request fields and controls from the dataclass alone (`hpd_tools.forms`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PROMPTS = ("fork", "plain")
 
 
+def option(default, help: str, *, choices: tuple | None = None, low: float | None = None,
+           high: float | None = None):
+    """A ParseOptions field: its default, a one-line help, and its allowed values (choices, or
+    the closed range [low, high]; None: unbounded on that side)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "low": low, "high": high})
+
+
 @dataclass(frozen=True)
 class ParseOptions:
-    prompt: str = "fork"               # "fork": layout branch + forked content branches; "plain": one trajectory
-    use_mtp: bool = True               # P-MTP drafts verified greedily: same tokens, fewer forwards
-    num_speculative_tokens: int = 6    # drafts per step, 1-10
-    draft_confidence: float = 0.5      # drafting stops after a position where no draft reaches this
-                                       # probability (0: always k drafts); the output does not change
-    batch_children: bool = False       # False: children decoded in place, one at a time; True: batched rounds
-    max_active_branches: int = 64      # branches advanced per round (batched mode; over all pages decoded together)
-    max_new_tokens: int = 8000         # per branch
-    max_page_tokens: int = 64000       # all branches of a page together
-    loop_window: int = 240             # stop a branch whose last N tokens repeat one n-gram (n <= N/8); 0: off
+    prompt: str = option("fork", "fork: a layout branch forks one content branch per block; plain: one trajectory",
+                         choices=PROMPTS)
+    use_mtp: bool = option(True, "P-MTP drafts verified greedily: the same tokens, fewer forwards")
+    num_speculative_tokens: int = option(6, "P-MTP drafts per step", low=1, high=10)
+    draft_confidence: float = option(0.5, "drafting stops after a position where no draft reaches this "
+                                          "probability (0: always k drafts); the output does not change",
+                                     low=0.0, high=0.95)
+    batch_children: bool = option(False, "decode content branches in batched rounds (False: in place, one at a time)")
+    max_active_branches: int = option(64, "branches advanced per round (batched mode; over all pages decoded together)",
+                                      low=1)
+    max_new_tokens: int = option(8000, "token budget of each branch", low=1)
+    max_page_tokens: int = option(64000, "token budget of all branches of a page together", low=1)
+    loop_window: int = option(240, "stop a branch whose last N tokens repeat one n-gram (n <= N/8); 0: off", low=0)
 
     def __post_init__(self):
         if self.prompt not in PROMPTS:

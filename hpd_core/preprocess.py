@@ -1,4 +1,4 @@
-"""Dynamic tiling and normalisation of a page image (HPD_FORMAT.md §5).
+"""Dynamic tiling and normalisation of a page image (docs/format.md §5).
 
 The page is resized to the best (cols x rows) grid of `force_image_size` tiles, cut into tiles
 row-major, and (when the grid has more than one tile) followed by a thumbnail of the whole page.

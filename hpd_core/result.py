@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from hpd_core.grammar import BBox, Block
 
 
 @dataclass(frozen=True)
-class Stats:
-    """Decoding statistics of one page (HPD_FORMAT.md §11, plus times and rates)."""
-    prompt_tokens: int = 0
-    tiles: int = 0
-    parent_tokens: int = 0                 # incl. <FORK>s and <|im_end|>
-    child_tokens: tuple[int, ...] = ()     # fork order, incl. <|im_end|>
+class Counts:
+    """A page's decoding counters so far. The engine replaces them after every round and every
+    batch of forks (a new frozen record each time, so events can carry them as they are) and
+    freezes the last into `Stats`; the app shows them as they come."""
     forwards: int = 0                      # LM forwards after the prompt prefill (rounds + child prefills)
     rounds: int = 0                        # decode rounds: one batched forward over the active branches
     peak_active_branches: int = 0
@@ -23,6 +22,55 @@ class Stats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     accepted_by_position: tuple[int, ...] = ()  # steps whose i-th draft was accepted, i = 1..k
+
+    def after_round(self, accepted: Sequence[int], drafts: int) -> Counts:
+        """One round (a forward) over len(accepted) branches of the page, each fed `drafts` drafts
+        of which it accepted accepted[i]."""
+        by_position = list(self.accepted_by_position) + [0] * (drafts - len(self.accepted_by_position))
+        for m in accepted:
+            for i in range(m):
+                by_position[i] += 1
+        return replace(self, forwards=self.forwards + 1, rounds=self.rounds + 1,
+                       peak_active_branches=max(self.peak_active_branches, len(accepted)),
+                       branch_steps=self.branch_steps + len(accepted),
+                       drafted_tokens=self.drafted_tokens + drafts * len(accepted),
+                       accepted_tokens=self.accepted_tokens + sum(accepted), accepted_by_position=tuple(by_position))
+
+    def after_forks(self, positions: Sequence[int]) -> Counts:
+        """One forward that started children at fork positions `positions`."""
+        return replace(self, forwards=self.forwards + 1, forked_branches=self.forked_branches + len(positions),
+                       shared_prefix_tokens=self.shared_prefix_tokens + sum(positions))
+
+    def as_fields(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def mean_accepted_length(self) -> float:
+        return mean_accepted_length(self.accepted_tokens, self.branch_steps)
+
+
+def mean_accepted_length(accepted_tokens: int, branch_steps: int) -> float:
+    """τ: tokens emitted per branch step (1 + accepted drafts per step); 0 before any step."""
+    return 1 + accepted_tokens / branch_steps if branch_steps else 0.0
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Decoding statistics of one page (docs/format.md §11, plus times and
+    rates): the page's final `Counts`, flattened, with token counts and times."""
+    prompt_tokens: int = 0
+    tiles: int = 0
+    parent_tokens: int = 0                 # incl. <FORK>s and <|im_end|>
+    child_tokens: tuple[int, ...] = ()     # fork order, incl. <|im_end|>
+    forwards: int = 0                      # the fields of Counts, in its order
+    rounds: int = 0
+    peak_active_branches: int = 0
+    forked_branches: int = 0
+    shared_prefix_tokens: int = 0
+    branch_steps: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_by_position: tuple[int, ...] = ()
     vision_seconds: float = 0.0
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
@@ -34,8 +82,7 @@ class Stats:
 
     @property
     def mean_accepted_length(self) -> float:
-        """τ: tokens emitted per branch step (1 + accepted drafts per step)."""
-        return 1 + self.accepted_tokens / self.branch_steps if self.branch_steps else 0.0
+        return mean_accepted_length(self.accepted_tokens, self.branch_steps)
 
     @property
     def acceptance_rate(self) -> float:
@@ -72,7 +119,7 @@ class BranchRecord:
 
 @dataclass(frozen=True)
 class ParseResult:
-    text: str                   # assembled HPD text (HPD_FORMAT.md §7.6)
+    text: str                   # assembled HPD text (docs/format.md §7.6)
     blocks: list[Block]
     markdown: str
     stats: Stats

@@ -1,4 +1,4 @@
-"""One decode step for a batch of branches, with optional P-MTP drafts (HPD_FORMAT.md §8).
+"""One decode step for a batch of branches, with optional P-MTP drafts (docs/format.md §8).
 
     draft:   h_i = mtp(h_{i-1}, embed(x_{i-1})),  d_i = argmax lm_head(h_i),  x_0 = pending
     verify:  feed [x_0, d_1..d_k] at positions s..s+k;  t_j = argmax of row j

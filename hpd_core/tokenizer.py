@@ -1,4 +1,4 @@
-"""Tokenizer, special tokens and the chat prompt (HPD_FORMAT.md §3-4).
+"""Tokenizer, special tokens and the chat prompt (docs/format.md §3-4).
 
 Special ids are read from `tokenizer.json` and checked against `config.json`; the 151xxx ids
 of the real model appear only as config defaults.

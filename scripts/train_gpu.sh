@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One training run on the lent H200 (see docs/training.md). Usage, from the repo root there:
-#   [GPUS=2] [NO_CKPT=1] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_core.train args...]
+#   [GPUS=2] [NO_CKPT=1] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_training.train args...]
 # The packages the GPU image lacks (pymupdf, rapidfuzz, apted) travel as .gpu-site.tar.xz, built
 # here as docs/training.md says; the checkpoint comes back as $OUT/ckpt-NAME.tar.part-* (not with
 # NO_CKPT=1: it then stays in runs/NAME for a next call on the still-warm machine). GPUS=N trains
@@ -13,6 +13,6 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"
 launch=(python3)
 [ "${GPUS:-1}" -gt 1 ] && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS")
-timeout "${TRAIN_TIMEOUT:-540}" "${launch[@]}" -m hpd_core.train --out "runs/$name" --stages "$stages" "$@" 2>&1 | tee "$OUT/train-$name.log"
+timeout "${TRAIN_TIMEOUT:-540}" "${launch[@]}" -m hpd_training.train --out "runs/$name" --stages "$stages" "$@" 2>&1 | tee "$OUT/train-$name.log"
 [ -n "${NO_CKPT:-}" ] || (cd "runs/$name" && tar cf - hpd-tiny P-MTP log.jsonl | split -b 15m - "$OUT/ckpt-$name.tar.part-")
 ls -la "$OUT"

@@ -19,6 +19,13 @@ def app_engine(app_checkpoint):
     return load_engine(app_checkpoint)
 
 
+def app_options(**given) -> list:
+    """The app API's option inputs (one per ParseOptions field, in field order): the defaults and `given`."""
+    from hpd_tools.forms import option_specs
+    values = {s.name: s.default for s in option_specs()} | given
+    return [values[s.name] for s in option_specs()]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,6 +10,7 @@ from app.examples import FOLDER
 from app.ui import ParsePanel
 from hpd_core import ParseOptions
 from hpd_core.documents import load_pages
+from tests.conftest import app_options
 
 PNG = FOLDER / "synth-report.png"
 
@@ -20,9 +21,8 @@ def client(app_server):
 
 
 def parse(client, path, **options):
-    o = {"use_mtp": True, "k": 6, "batch": False, "active": 64, "new": 60, "prompt": "fork", **options}
-    out = client.predict(handle_file(str(path)), 1, 90, "", o["use_mtp"], o["k"], o["batch"], o["active"], o["new"],
-                         o["prompt"], api_name="/parse")
+    o = {"use_mtp": True, "num_speculative_tokens": 6, "batch_children": False, "max_new_tokens": 60, **options}
+    out = client.predict(handle_file(str(path)), 1, 90, "", *app_options(**o), api_name="/parse")
     return dict(zip(ParsePanel._fields, out))
 
 
@@ -36,7 +36,7 @@ def test_every_event_is_a_named_endpoint(client):
 
 
 def test_parse_endpoint_returns_what_the_engine_returns(client, app_engine):
-    out = parse(client, PNG, batch=True)
+    out = parse(client, PNG, batch_children=True)
     expected = app_engine.parse(load_pages(PNG)[0].image, ParseOptions(batch_children=True, max_new_tokens=60))
     assert out["json"]["text"] == expected.text
     assert out["json"]["blocks"] == expected.to_dict()["blocks"]
@@ -58,12 +58,12 @@ def test_parse_endpoint_reports_bad_files_and_options_clearly(client, tmp_path):
     with pytest.raises(AppError, match="empty"):
         parse(client, empty)
     with pytest.raises(AppError, match="11 is greater than maximum value 10"):
-        parse(client, PNG, k=11)
+        parse(client, PNG, num_speculative_tokens=11)
 
 
 def test_compare_endpoint_checks_exact_match(client):
-    out = client.predict(handle_file(str(PNG)), 1, 90, "", "children serial vs batched", True, 6, False, 64, 40,
-                         "fork", api_name="/compare")
+    out = client.predict(handle_file(str(PNG)), 1, 90, "", "children serial vs batched",
+                         *app_options(use_mtp=True, batch_children=False, max_new_tokens=40), api_name="/compare")
     summary = out[-2]
     assert 'data-match="exact"' in summary and "Speedup B over A" in summary
     assert out[-1] == ""  # no diff

@@ -17,7 +17,7 @@ from hpd_core.engine import EngineInfo
 from hpd_core.grammar import Block
 from hpd_core.loader import BUNDLED_MODEL
 from hpd_core.result import ParseResult, Stats
-from hpd_core.synth import SynthConfig, render_page
+from hpd_training.synth import SynthConfig, render_page
 
 
 @pytest.fixture(scope="module")

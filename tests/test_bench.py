@@ -2,7 +2,7 @@
 
 import json
 
-from hpd_core.bench import MODES, main
+from hpd_tools.bench import MODES, main
 from tests.tiny import write_checkpoint
 
 

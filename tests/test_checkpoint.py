@@ -1,4 +1,4 @@
-"""Checkpoint folders: round trips, P-MTP placement, clear errors, hub repo ids (HPD_FORMAT.md §2)."""
+"""Checkpoint folders: round trips, P-MTP placement, clear errors, hub repo ids (docs/format.md §2)."""
 
 import hashlib
 import json

@@ -10,8 +10,9 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from hpd_core import cli
-from hpd_core.cli import PAGE_SEPARATOR, main, name_documents, safe_name
+from hpd_tools import cli
+from hpd_tools.cli import PAGE_SEPARATOR, main, name_documents
+from hpd_tools.files import safe_name
 from hpd_core.events import TokensAppended
 from tests.tiny import write_checkpoint
 
@@ -105,8 +106,8 @@ class CtrlCOnSecondPage:
 
 
 def test_ctrl_c_stops_the_page_keeps_written_pages_and_exits_130(model, folder, tmp_path, monkeypatch, capsys):
-    load = cli.load
-    monkeypatch.setattr(cli, "load", lambda *a: CtrlCOnSecondPage(load(*a)))
+    load = cli.engine_of
+    monkeypatch.setattr(cli, "engine_of", lambda *a: CtrlCOnSecondPage(load(*a)))
     out, handler = tmp_path / "out", signal.getsignal(signal.SIGINT)
     assert parse(model, folder / "report.pdf", folder / "sub", "-o", out) == 130
     assert files(out) == {"report/page-0001.md", "report/page-0001.json"}  # no half files, no temp files

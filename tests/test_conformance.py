@@ -1,4 +1,4 @@
-"""Our model agrees with code we did not write (HPD_FORMAT.md §4, §6).
+"""Our model agrees with code we did not write (docs/format.md §4, §6).
 
 - the Qwen3 decoder with transformers' `Qwen3ForCausalLM`, full forward and through our KV cache;
 - vision tower + pixel shuffle + mlp1 with transformers' InternVL (vision tower, pixel shuffle,
@@ -237,7 +237,7 @@ def gelu_erf(x):
 
 
 def reference_image_rows(state: dict[str, torch.Tensor], cfg: HPDConfig, pixels: torch.Tensor) -> torch.Tensor:
-    """HPD_FORMAT.md §6 written out: conv patches, CLS, pos-emb, pre-norm blocks with layer scale,
+    """docs/format.md §6 written out: conv patches, CLS, pos-emb, pre-norm blocks with layer scale,
     drop CLS, 2x2 pixel shuffle, LN(1e-5) -> Linear -> GELU -> Linear."""
     v = cfg.vision_config
     p, g, d, heads = v.patch_size, v.grid, v.hidden_size, v.num_attention_heads

@@ -6,12 +6,12 @@ import json
 import pymupdf
 import pytest
 
-from hpd_core import evaluate
+from hpd_tools import evaluate
 from hpd_core.engine import EngineInfo
-from hpd_core.evaluate import EVAL_SEED, main
+from hpd_tools.evaluate import EVAL_SEED, main
 from hpd_core.grammar import format_assembled
 from hpd_core.result import ParseResult, Stats
-from hpd_core.synth import SynthConfig, render_page
+from hpd_training.synth import SynthConfig, render_page
 from tests.tiny import write_checkpoint
 
 SCORES = ("edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds")
@@ -100,13 +100,13 @@ def test_scores_compare_prediction_and_hpd_parse_style_ground_truth(tmp_path, mo
     (tmp_path / "truth.json").write_text(json.dumps(truth))
     args = ["--gt", str(tmp_path / "truth.json"), "--inputs", str(tmp_path / "page.png")]
 
-    monkeypatch.setattr(evaluate, "load", lambda model, options: Oracle(synth.blocks))
+    monkeypatch.setattr(evaluate, "engine_of", lambda model, options: Oracle(synth.blocks))
     assert main([*args, "--out", str(tmp_path / "exact")]) == 0
     exact = json.loads((tmp_path / "exact" / "summary.json").read_text())["summary"]
     assert exact["edit_distance"] == 0 and exact["f1"] == 1 and exact["label_accuracy"] == 1
     assert exact["reading_order"] == 0
 
-    monkeypatch.setattr(evaluate, "load", lambda model, options: Oracle(synth.blocks[:-1]))
+    monkeypatch.setattr(evaluate, "engine_of", lambda model, options: Oracle(synth.blocks[:-1]))
     assert main([*args, "--out", str(tmp_path / "missing")]) == 0
     missing = json.loads((tmp_path / "missing" / "summary.json").read_text())["summary"]
     n = len(synth.blocks)

@@ -1,15 +1,16 @@
-"""The example documents in assets/: they are the synthetic pages app.examples says they are, and the
+"""The example documents in assets/: they are the synthetic pages hpd_training.examples says they are, and the
 bundled model reads them (its transcription is measurably close to their ground truth)."""
 
 import numpy as np
 import pytest
 
-from app.examples import DPI, FOLDER, PAGES, PDF
+from app.examples import FOLDER
+from hpd_training.examples import DPI, PAGES, PDF
 from hpd_core import load_engine
 from hpd_core.documents import load_pages
-from hpd_core.metrics import aggregate, evaluate_page
+from hpd_tools.metrics import aggregate, evaluate_page
 from hpd_core.options import ParseOptions
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 
 
 def examples():

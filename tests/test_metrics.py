@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from hpd_core.grammar import Block
-from hpd_core.metrics import (aggregate, edits_by_kind, evaluate_page, iou, match_blocks, parse_table,
+from hpd_tools.metrics import (aggregate, edits_by_kind, evaluate_page, iou, match_blocks, parse_table,
                               teds, text_edit_distance)
 
 TABLE = "<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>12.5</td></tr></table>"

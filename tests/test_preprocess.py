@@ -1,4 +1,4 @@
-"""Dynamic tiling and normalisation follow HPD_FORMAT.md §5, with the real config (max 24 + thumbnail)."""
+"""Dynamic tiling and normalisation follow docs/format.md §5, with the real config (max 24 + thumbnail)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""`HPDModel(HPDConfig())` expects exactly the real checkpoint's tensors (HPD_FORMAT.md §2).
+"""`HPDModel(HPDConfig())` expects exactly the real checkpoint's tensors (docs/format.md §2).
 
 Built on the meta device: no weights are written. The file size of the real `model.safetensors`
 (2,143,907,448 B) is predicted from names and shapes alone: a safetensors file is an 8-byte
@@ -28,7 +28,7 @@ REAL_MTP_BUNDLE_TENSOR_BYTES = 644_360_192  # embed_tokens + lm_head + P-MTP hea
 
 
 def spec_tensors() -> dict[str, tuple[int, ...]]:
-    """The tensors of HPD_FORMAT.md §2, written out from the spec ([out, in])."""
+    """The tensors of docs/format.md §2, written out from the spec ([out, in])."""
     d, inter, vocab, lm_inter, head_dim = 1024, 4096, 151681, 3072, 128
     out = {"vision_model.embeddings.patch_embedding.weight": (d, 3, 14, 14),
            "vision_model.embeddings.patch_embedding.bias": (d,),

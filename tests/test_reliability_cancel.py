@@ -22,11 +22,13 @@ from gradio_client import Client, handle_file
 
 from app.job import ParseJob
 from app.ui import ParsePanel
-from hpd_core import cli, load_engine
+from hpd_core import load_engine
+from hpd_tools import cli
 from hpd_core.events import PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 from tests.test_documents import make_pdf
+from tests.conftest import app_options
 
 LIMIT = 1.0  # seconds from cancel to the end of the stream
 
@@ -90,8 +92,8 @@ def test_stop_of_an_app_job_frees_the_engine_within_a_second(bundled, page):
 def test_stop_through_the_app_api_ends_the_parse_and_the_next_parse_works(app_server):
     client = Client(app_server, verbose=False)
     png = str(Path(__file__).resolve().parent.parent / "assets" / "examples" / "synth-report.png")
-    args = (handle_file(png), 1, 90, "", False, 6, False, 64)
-    job = client.submit(*args, 8000, "fork", api_name="/parse")  # no MTP, 8000 tokens: long
+    args = (handle_file(png), 1, 90, "")
+    job = client.submit(*args, *app_options(use_mtp=False, max_new_tokens=8000), api_name="/parse")  # long
     deadline = time.monotonic() + 30
     while job.status().code.name != "ITERATING":  # decoding, the live view is streaming
         assert time.monotonic() < deadline and not job.done()
@@ -102,7 +104,7 @@ def test_stop_through_the_app_api_ends_the_parse_and_the_next_parse_works(app_se
     assert "Stopped; partial output of page 1 of synth-report.png" in stopped["status"]
     assert stopped["json"]["cancelled"] is True
     assert seconds < 2 * LIMIT, seconds  # the engine's stop plus two HTTP round trips and rendering
-    out = dict(zip(ParsePanel._fields, client.predict(*args, 20, "fork", api_name="/parse")))
+    out = dict(zip(ParsePanel._fields, client.predict(*args, *app_options(use_mtp=False, max_new_tokens=20), api_name="/parse")))
     assert "Parsed page 1 of synth-report.png" in out["status"]
     client.close()
 
@@ -127,8 +129,8 @@ def test_ctrl_c_returns_within_a_second_keeps_written_pages_and_leaves_the_engin
     pdf = tmp_path / "three.pdf"
     pdf.write_bytes(make_pdf(3, 200, 260))
     engines = []
-    load = cli.load
-    monkeypatch.setattr(cli, "load", lambda *a: engines.append(CtrlCAfterTokens(load(*a), page=2)) or engines[-1])
+    load = cli.engine_of
+    monkeypatch.setattr(cli, "engine_of", lambda *a: engines.append(CtrlCAfterTokens(load(*a), page=2)) or engines[-1])
     out = tmp_path / "out"
     code = cli.main([str(pdf), "-o", str(out), "--model", str(app_checkpoint), "--no-mtp", "--max-new-tokens", "8000"])
     returned = time.perf_counter()
@@ -143,7 +145,7 @@ def test_ctrl_c_in_a_real_hpd_parse_process_exits_130_and_keeps_the_finished_pag
     pdf = tmp_path / "two.pdf"
     pdf.write_bytes(make_pdf(2, 200, 260))
     out = tmp_path / "out"
-    process = subprocess.Popen([sys.executable, "-m", "hpd_core.cli", str(pdf), "-o", str(out), "--model",
+    process = subprocess.Popen([sys.executable, "-m", "hpd_tools.cli", str(pdf), "-o", str(out), "--model",
                                 str(app_checkpoint), "--no-mtp", "--max-new-tokens", "100000"],
                                stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     first = out / "two" / "page-0001.json"

@@ -24,7 +24,7 @@ import tests.test_documents as test_documents
 import tests.test_grammar as test_grammar
 from hpd_core.documents import DocumentError, parse_page_ranges
 from hpd_core.options import ParseOptions
-from hpd_core.server import RequestError, ServeConfig, parse_chat_request
+from hpd_tools.server import RequestError, ServeConfig, parse_chat_request
 from tests.test_documents import FUZZ, colour_pattern, encode, loads_or_refuses, make_pdf, mutations
 
 SEEDS = {  # small valid files whose mutations reach the decoders' deeper paths

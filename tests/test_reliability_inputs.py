@@ -26,11 +26,11 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 
 from app.ui import ParsePanel, build_demo, launch
-from hpd_core import cli
+from hpd_tools import cli
 from hpd_core.documents import DocumentError, Limits, count_pages, load_pages
 from hpd_core.options import ParseOptions
-from hpd_core.server import ServeConfig, create_app, parse_args, serving
-from tests.conftest import free_port
+from hpd_tools.server import ServeConfig, create_app, parse_args, serving
+from tests.conftest import app_options, free_port
 from tests.test_reliability_security import handlers_of
 from tests.test_documents import (GOOD_PDF, colour_pattern, encode, handwritten_pdf, make_pdf, png_header_only,
                                   zip_bytes)
@@ -259,7 +259,7 @@ def client(app_server):
 
 
 def app_parse(client, path, number=1, password="", new=8) -> dict:
-    out = client.predict(handle_file(str(path)), number, 90, password, True, 6, False, 64, new, "fork",
+    out = client.predict(handle_file(str(path)), number, 90, password, *app_options(max_new_tokens=new),
                          api_name="/parse")
     return dict(zip(ParsePanel._fields, out))
 

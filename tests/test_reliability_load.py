@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.load_app import run as load_app
 from bench.soak import page_files, soak_client, soak_engine
 from hpd_core.options import ParseOptions
-from hpd_core.synth import render_page
+from hpd_training.synth import render_page
 
 
 def test_three_simultaneous_app_sessions_queue_and_all_succeed(app_checkpoint):

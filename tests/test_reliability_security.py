@@ -24,11 +24,12 @@ from app.ui import Handlers, ParsePanel, build_demo, launch
 from hpd_core.grammar import Block
 from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
-from hpd_core.server import create_app, serving
-from tests.conftest import free_port
+from hpd_tools.server import create_app, serving
+from tests.conftest import app_options, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted([*ROOT.glob("hpd_core/**/*.py"), *ROOT.glob("app/**/*.py"), ROOT / "app.py"])
+SOURCES = sorted([*ROOT.glob("hpd_core/**/*.py"), *ROOT.glob("hpd_tools/**/*.py"), *ROOT.glob("app/**/*.py"),
+                  ROOT / "app.py"])
 PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}
 PNG = ROOT / "assets" / "examples" / "synth-report.png"
 
@@ -78,8 +79,8 @@ def calls(path: Path, name: str) -> list[str]:
 
 def test_models_are_loaded_only_from_the_command_line_entry_points():
     loading = {str(p.relative_to(ROOT)): calls(p, "load_engine") for p in ROOT.glob("app/*.py")}
-    loading["hpd_core/server.py"] = calls(ROOT / "hpd_core/server.py", "load_engine")
-    assert loading == {**dict.fromkeys(loading, []), "app/__main__.py": ["main"], "hpd_core/server.py": ["main"]}
+    loading["hpd_tools/server.py"] = calls(ROOT / "hpd_tools/server.py", "load_engine")
+    assert loading == {**dict.fromkeys(loading, []), "app/__main__.py": ["main"], "hpd_tools/server.py": ["main"]}
 
 
 def test_the_app_api_takes_no_model_path(app_server):
@@ -136,7 +137,7 @@ def files(folder: Path) -> list[Path]:
 def parse_in_new_session(url: str, upload: Path) -> str:
     client = Client(url, verbose=False)  # each Client is one Gradio session
     out = dict(zip(ParsePanel._fields, client.predict(
-        handle_file(str(upload)), 1, 90, "", True, 6, False, 64, 10, "fork", api_name="/parse")))
+        handle_file(str(upload)), 1, 90, "", *app_options(max_new_tokens=10), api_name="/parse")))
     client.close()
     return out["status"]
 
@@ -176,7 +177,7 @@ def test_result_files_are_written_once_per_run_and_kept_until_the_run_is_dropped
 
 def test_servers_listen_on_loopback_unless_told_otherwise(app_checkpoint, monkeypatch, capsys):
     import app.__main__ as app_main
-    import hpd_core.server as server
+    import hpd_tools.server as server
     launched, served = {}, {}
     monkeypatch.setattr(app_main, "launch", lambda demo, limits, **kwargs: launched.update(kwargs))
     app_main.main(["--model", str(app_checkpoint)])

@@ -14,8 +14,9 @@ from hpd_core.events import BranchFinished, BranchForked, PageFinished, PageStar
 from hpd_core.grammar import Block, format_assembled, format_parent
 from hpd_core.loader import load_engine
 from hpd_core.options import ParseOptions
-from hpd_core.remote import BranchSplitter, RemoteEngine, RemoteError
-from hpd_core.server import create_app, serving
+from hpd_tools.backends import open_engine
+from hpd_tools.remote import BranchSplitter, RemoteEngine, RemoteError
+from hpd_tools.server import create_app, serving
 from tests.tiny import write_checkpoint
 
 OPTIONS = {"batched": ParseOptions(batch_children=True, max_new_tokens=45),
@@ -153,7 +154,7 @@ def test_server_refusals_carry_the_server_message(base, image):
         stranger.info
 
 
-def test_load_engine_dispatches_urls_to_the_remote_engine(base):
-    engine = load_engine(base, model="HPD-Parsing")
+def test_open_engine_dispatches_urls_to_the_remote_engine(base):
+    engine = open_engine(base, model="HPD-Parsing")
     assert isinstance(engine, RemoteEngine) and engine.info.remote and engine.info.name == "HPD-Parsing"
     assert engine.info.parameters > 0 and engine.info.path == base and engine.info.extensions

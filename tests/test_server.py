@@ -15,7 +15,7 @@ from PIL import Image
 from hpd_core.events import PageFinished, TokensAppended
 from hpd_core.loader import load_engine
 from hpd_core.options import ParseOptions
-from hpd_core.server import DocumentOrder, ServeConfig, create_app, replicas, serving
+from hpd_tools.server import DocumentOrder, ServeConfig, create_app, replicas, serving
 from tests.tiny import write_checkpoint
 
 FORK_PROMPT = "document parsing with fork."

@@ -14,13 +14,13 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.mathtext import MathTextParser
 
 from hpd_core.grammar import parse_blocks
-from hpd_core.synth import LABELS, SynthConfig, render_page
-from hpd_core.synth import formula, text
-from hpd_core.synth.config import BODY_LABELS
-from hpd_core.synth.drawing import Poly, Run, append, draw
-from hpd_core.synth.fonts import FAMILY_NAMES, family
-from hpd_core.synth.layout import compose_page
-from hpd_core.synth.page import INK, Canvas, draw_pdf, ink_box, rasterize, to_grid
+from hpd_training.synth import LABELS, SynthConfig, render_page
+from hpd_training.synth import formula, text
+from hpd_training.synth.config import BODY_LABELS
+from hpd_training.synth.drawing import Poly, Run, append, draw
+from hpd_training.synth.fonts import FAMILY_NAMES, family
+from hpd_training.synth.layout import compose_page
+from hpd_training.synth.page import INK, Canvas, draw_pdf, ink_box, rasterize, to_grid
 
 DENSE = SynthConfig.dense()
 TEXT_LIKE = ("title", "text", "list", "image_caption", "header", "footer", "page_number")

@@ -7,8 +7,8 @@ import sys
 
 from tokenizers import Tokenizer
 
-from hpd_core.synth import SynthConfig
-from hpd_core.synth import tokenizer as tok
+from hpd_training.synth import SynthConfig
+from hpd_training.synth import tokenizer as tok
 
 PROMPT = "<|im_start|>user\n<img><IMG_CONTEXT><IMG_CONTEXT></img>\ndocument parsing with fork.<|im_end|>\n"
 

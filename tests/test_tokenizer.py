@@ -1,4 +1,4 @@
-"""Special tokens, their check against config.json, decoding and streaming (HPD_FORMAT.md §3-4)."""
+"""Special tokens, their check against config.json, decoding and streaming (docs/format.md §3-4)."""
 
 import dataclasses
 

@@ -17,10 +17,10 @@ from tokenizers import Tokenizer
 
 from hpd_core.checkpoint import MTP_PREFIX, load_model
 from hpd_core.loader import load_engine
-from hpd_core.train import data, distributed
-from hpd_core.train.__main__ import bundled_config
-from hpd_core.train.average import average_runs
-from hpd_core.train.data import GLYPH_CLASSES, glyph_targets
+from hpd_training.train import data, distributed
+from hpd_training.train.__main__ import bundled_config
+from hpd_training.train.average import average_runs
+from hpd_training.train.data import GLYPH_CLASSES, glyph_targets
 from tests.tiny import write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def test_glyph_targets_put_each_character_in_its_cell_and_half():
 
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:60",
+    subprocess.run([sys.executable, "-m", "hpd_training.train", "--out", str(out), "--stages", "lines:60",
                     "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1",
                     "--pointer-weight", "1", "--mtp-weight", "0.5", "--mtp-k", "3", "--log-every", "1",
                     "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
@@ -64,9 +64,9 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
 def test_pointer_cells_hold_the_characters_of_their_token():
     """Every image cell a token's pointer target names holds one of the token's characters, for
     text blocks and for table cells (whose tags are not drawn and get no cells)."""
-    from hpd_core.synth import SynthConfig, render_page
+    from hpd_training.synth import SynthConfig, render_page
     from hpd_core.tokenizer import HPDTokenizer
-    from hpd_core.train.data import child_tokens, glyph_cells
+    from hpd_training.train.data import child_tokens, glyph_cells
 
     raw = Tokenizer.from_file(str(TOKENIZER))
     config = bundled_config(raw)
@@ -136,7 +136,7 @@ def test_two_ranks_train_identical_replicas_and_rank_0_logs_and_saves(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          "-m", "hpd_core.train", "--out", str(out), "--stages", "lines:120", "--small",
+                          "-m", "hpd_training.train", "--out", str(out), "--stages", "lines:120", "--small",
                           "--workers", "0", "--batch", "2", "--max-steps", "3", "--log-every", "1",
                           "--eval-pages", "0", "--glyph-weight", "1", "--seed-run", "1", "--tokenizer", str(TOKENIZER)],
                          capture_output=True, text=True, timeout=300, env=env)

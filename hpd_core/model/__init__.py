@@ -1,6 +1,6 @@
 """The composed HPD model: InternViT -> pixel shuffle -> mlp1 -> Qwen3 (+ P-MTP head).
 
-`HPDModel.state_dict()` keys are the real checkpoint's tensor names (HPD_FORMAT.md §2).
+`HPDModel.state_dict()` keys are the real checkpoint's tensor names (docs/format.md §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Qwen3 decoder (HPD_FORMAT.md §6) with a row-addressed KV cache.
+"""The Qwen3 decoder (docs/format.md §6) with a row-addressed KV cache.
 
 Attribute names follow the checkpoint (`language_model.model.layers.N.self_attn.q_proj`, ...),
 so `state_dict()` keys are the real tensor names.
@@ -108,7 +108,7 @@ class DecoderLayer(nn.Module):
 
 # Not cuDNN's fused attention: it builds an execution plan for every new shape, and decoding
 # meets a new key length every step (H200, bench/results/gpu-2026-11-29: the first pass over
-# new lengths ran 5-10x slower than a repeat; ../shared/MODEL_NOTES.md saw 5x).
+# new lengths ran 5-10x slower than a repeat; an earlier prototype on the H200 saw 5x).
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 

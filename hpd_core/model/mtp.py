@@ -1,4 +1,4 @@
-"""The P-MTP draft head (HPD_FORMAT.md §8).
+"""The P-MTP draft head (docs/format.md §8).
 
 One step maps (hidden h that predicted token x, embedding of x) to the hidden that predicts
 the token after x:  f = fc([norm_h(h); norm_e(e)]);  y = norm(f + down(silu(gate f) * up f)).

@@ -1,4 +1,4 @@
-"""InternViT, pixel shuffle and the `mlp1` projector (HPD_FORMAT.md §6).
+"""InternViT, pixel shuffle and the `mlp1` projector (docs/format.md §6).
 
 Attribute names follow the checkpoint (`vision_model.encoder.layers.N.attn.qkv`, `mlp1.0`, ...).
 """

@@ -1,0 +1,348 @@
+"""Blocks of a synthetic page: each builder draws one block into a slot and returns its content.
+
+A builder gets the page's rng and style and a `Slot` (where the block may go) and returns an
+`Element` (what to draw, the block's ground-truth content and the rectangle it reserved), or
+None when nothing of it fits. Text is wrapped by us at spaces only, so the content of a text
+block is its rendered words joined by single spaces; a block cut at the slot's bottom keeps
+only the words it rendered.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from hpd_training.synth import chart, formula, text
+from hpd_training.synth.drawing import Color, Picture, Poly, Rect, Run
+from hpd_training.synth.fonts import Face
+from hpd_training.synth.style import Style
+
+PAD = 2.0  # px between a block's content and the rectangle it reserves (keeps blocks apart)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Room for one block: content from x to x + width, from y + PAD down to bottom - PAD."""
+    x: float
+    y: float
+    width: float
+    bottom: float
+
+    def top(self) -> float:
+        return self.y + PAD
+
+
+@dataclass(frozen=True)
+class TextLine:
+    box: Rect  # pen start to advance end; the font's ASCII ink extent above/below the baseline
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class Element:
+    label: str
+    text: str   # ground-truth content (HPD grammar conventions)
+    rect: Rect  # reserved rectangle: holds all of the block's ink; rectangles never overlap
+    runs: tuple[Run, ...] = ()
+    polys: tuple[Poly, ...] = ()
+    pictures: tuple[Picture, ...] = ()
+    lines: tuple[TextLine, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Setting:
+    """How lines of text are set."""
+    face: Face
+    size: float
+    leading: float  # baseline-to-baseline, px
+    color: Color
+    align: str = "left"  # left | center | right | justify
+
+    def height(self, n_lines: int) -> float:
+        return (self.face.ascent + self.face.descent) * self.size + (n_lines - 1) * self.leading
+
+
+def wrap(words: list[str], face: Face, size: float, first: float, rest: float) -> list[list[str]]:
+    """Greedy word wrap: the first line is `first` px wide, the others `rest` px.
+
+    A word wider than a whole line is left out (so content == what is drawn).
+    """
+    space = face.width(" ", size)
+    lines: list[list[str]] = []
+    line: list[str] = []
+    used = 0.0
+    for word in words:
+        w = face.width(word, size)
+        limit = first if not lines else rest
+        if line and used + space + w <= limit:
+            line.append(word)
+            used += space + w
+            continue
+        if line:
+            lines.append(line)
+            limit = rest
+        line, used = ([word], w) if w <= limit else ([], 0.0)
+    if line:
+        lines.append(line)
+    return lines
+
+
+def set_lines(lines: list[list[str]], s: Setting, x: float, y: float, width: float,
+              first: float = 0.0, rest: float = 0.0) -> tuple[list[Run], list[TextLine]]:
+    """Runs and line boxes for `lines` with the top of the first line's ink at y.
+
+    `first` / `rest` offset the first / other lines from x (indent, hanging indent).
+    """
+    runs, boxes = [], []
+    space = s.face.width(" ", s.size)
+    for i, words in enumerate(lines):
+        base = y + s.face.ascent * s.size + i * s.leading
+        off = first if i == 0 else rest
+        avail = width - off
+        line = " ".join(words)
+        w = s.face.width(line, s.size)
+        lx = x + off + {"center": (avail - w) / 2, "right": avail - w}.get(s.align, 0.0)
+        widths = [s.face.width(word, s.size) for word in words]
+        gap = (avail - sum(widths)) / max(1, len(words) - 1)
+        if s.align == "justify" and i < len(lines) - 1 and len(words) > 1 and gap <= 3 * space:
+            pen = lx
+            for word, ww in zip(words, widths):
+                runs.append(Run(pen, base, word, s.face, s.size, s.color))
+                pen += ww + gap
+            w = avail
+        else:
+            runs.append(Run(lx, base, line, s.face, s.size, s.color))
+        boxes.append(TextLine((lx, base - s.face.ascent * s.size, lx + w, base + s.face.descent * s.size), line))
+    return runs, boxes
+
+
+def fitting(s: Setting, slot: Slot, n_lines: int) -> int:
+    """How many of n_lines fit between the slot's top and bottom."""
+    room = slot.bottom - PAD - slot.top() - (s.face.ascent + s.face.descent) * s.size + 1e-6  # float slack
+    return 0 if room < 0 else min(n_lines, 1 + int(room // s.leading))
+
+
+def _text_element(label: str, lines: list[list[str]], s: Setting, slot: Slot,
+                  first: float = 0.0, rest: float = 0.0) -> Element | None:
+    lines = lines[:fitting(s, slot, len(lines))]
+    if not lines:
+        return None
+    runs, boxes = set_lines(lines, s, slot.x, slot.top(), slot.width, first, rest)
+    bottom = slot.top() + s.height(len(lines)) + PAD
+    content = " ".join(" ".join(words) for words in lines)
+    return Element(label, content, _reserve(slot, bottom), tuple(runs), lines=tuple(boxes))
+
+
+def _reserve(slot: Slot, bottom: float) -> Rect:
+    return (slot.x - PAD, slot.y, slot.x + slot.width + PAD, bottom)
+
+
+def _real(rng: random.Random, style: Style) -> bool:
+    return rng.random() < style.real_fraction
+
+
+def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
+    words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words))
+    s = Setting(style.body.regular, style.size, style.leading, style.color, style.align)
+    lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width)
+    return _text_element("text", lines, s, slot, first=style.indent)
+
+
+def title(rng: random.Random, style: Style, slot: Slot, document: bool) -> Element | None:
+    """A document title (large, often centred) or a section title; at most two lines."""
+    size = style.title_size if document else style.size * rng.uniform(1.05, 1.35)
+    face = style.heading.bold if rng.random() < 0.8 else style.heading.regular
+    words = text.phrase(rng, _real(rng, style), rng.randint(2, 12 if document else 7))
+    if not document and rng.random() < 0.3:
+        words.insert(0, rng.choice((f"{rng.randint(1, 9)}", f"{rng.randint(1, 9)}.{rng.randint(1, 9)}",
+                                    f"{rng.choice('IVX')}.")))
+    align = "center" if document and rng.random() < 0.6 else "left"
+    s = Setting(face, size, size * rng.uniform(1.15, 1.3), style.accent, align)
+    return _text_element("title", wrap(words, face, size, slot.width, slot.width)[:2], s, slot)
+
+
+def bullet_list(rng: random.Random, style: Style, slot: Slot) -> Element | None:
+    """Items starting with "- " or "1. "; content = the items joined by newlines."""
+    real, numbered = _real(rng, style), rng.random() < 0.5
+    s = Setting(style.body.regular, style.size, style.leading, style.color)
+    indent = rng.choice((0.0, 0.0, style.size, 2 * style.size))
+    item_gap = style.leading * rng.uniform(0.0, 0.4)
+    runs, boxes, items = [], [], []
+    y = slot.top()
+    for k in range(rng.randint(2, 6)):
+        marker = f"{k + 1}." if numbered else "-"
+        hang = s.face.width(marker + " ", s.size)
+        words = [marker] + text.words(rng, real, rng.randint(2, 25))
+        lines = wrap(words, s.face, s.size, slot.width - indent, slot.width - indent - hang)
+        lines = lines[:fitting(s, Slot(slot.x, y - PAD, slot.width, slot.bottom), len(lines))]
+        if not lines:
+            break
+        r, b = set_lines(lines, s, slot.x + indent, y, slot.width - indent, 0.0, hang)
+        runs += r
+        boxes += b
+        items.append(" ".join(" ".join(words) for words in lines))
+        y += len(lines) * s.leading + item_gap
+    if not items:
+        return None
+    bottom = max(box.box[3] for box in boxes) + PAD
+    return Element("list", "\n".join(items), _reserve(slot, bottom), tuple(runs), lines=tuple(boxes))
+
+
+def caption(rng: random.Random, style: Style, slot: Slot, number: int) -> Element | None:
+    prefix = rng.choice((f"Figure {number}:", f"Figure {number}.", f"Fig. {number}:", f"Fig. {number}."))
+    words = prefix.split() + text.words(rng, _real(rng, style), rng.randint(4, 22))
+    size = style.size * rng.uniform(0.85, 0.95)
+    face = style.body.italic if rng.random() < 0.3 else style.body.regular
+    s = Setting(face, size, size * 1.2, style.color, "center" if rng.random() < 0.5 else "left")
+    return _text_element("image_caption", wrap(words, face, size, slot.width, slot.width), s, slot)
+
+
+def margin_line(rng: random.Random, style: Style, slot: Slot, label: str, align: str) -> Element | None:
+    """One line of header, footer or page number text (cut to the slot's width)."""
+    real = _real(rng, style)
+    words = {"header": _header_words, "footer": _footer_words, "page_number": _number_words}[label](rng, real)
+    face = style.body.italic if label != "page_number" and rng.random() < 0.3 else style.body.regular
+    s = Setting(face, style.small_size, style.small_size * 1.2, style.muted, align)
+    return _text_element(label, wrap(words, face, s.size, slot.width, slot.width)[:1], s, slot)
+
+
+def margin_height(style: Style) -> float:
+    """Height of a margin_line's reserved rectangle (for faces of style.body, upright or italic)."""
+    faces = (style.body.regular, style.body.italic)
+    return max(f.ascent + f.descent for f in faces) * style.small_size + 2 * PAD
+
+
+def _header_words(rng: random.Random, real: bool) -> list[str]:
+    words = text.phrase(rng, real, rng.randint(2, 7))
+    if rng.random() < 0.3:
+        words += text.date(rng).split()
+    elif real and rng.random() < 0.2:
+        words = text.name(rng).split() + ["et", "al."]
+    return words
+
+
+def _footer_words(rng: random.Random, real: bool) -> list[str]:
+    if real and rng.random() < 0.3:
+        return ["Copyright", str(rng.randint(1990, 2030))] + text.name(rng).split()
+    return text.phrase(rng, real, rng.randint(3, 10))
+
+
+def _number_words(rng: random.Random, real: bool) -> list[str]:
+    n = rng.randint(1, 400)
+    return rng.choice(([str(n)], [str(n)], ["Page", str(n)], [f"{n}/{n + rng.randint(0, 40)}"]))
+
+
+def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
+    """A ruled table; content = <table><tr><td>..</td></tr></table> without whitespace."""
+    cells = _cells(rng, _real(rng, style), rng.randint(2, 6), rng.randint(2, 5))
+    size = style.size * rng.uniform(0.8, 1.0)
+    faces = [style.body.bold if rng.random() < 0.6 else style.body.regular] + [style.body.regular] * (len(cells) - 1)
+    pad = size * rng.uniform(0.4, 0.9)
+    fitted = _fit_columns(cells, faces, size, pad, slot.width)
+    if fitted is None:
+        return None
+    cells, widths, size = fitted
+    row_h = size * rng.uniform(1.4, 2.0)
+    rows = min(len(cells), int((slot.bottom - slot.top() - PAD - 2) // row_h))  # 2: rule overhang
+    if rows < 2:
+        return None
+    cells, faces = cells[:rows], faces[:rows]
+    if rng.random() < 0.4:
+        widths = [w + (slot.width - sum(widths)) / len(widths) for w in widths]
+    x0 = slot.x + (slot.width - sum(widths)) / 2 if rng.random() < 0.5 else slot.x
+    y0 = slot.top() + 1
+    xs = [x0 + sum(widths[:c]) for c in range(len(widths) + 1)]
+    ys = [y0 + r * row_h for r in range(rows + 1)]
+    polys = _rules(rng, xs, ys, style.color)
+    align = rng.choice(("left", "center"))
+    runs = []
+    for r, (face, row) in enumerate(zip(faces, cells)):
+        base = ys[r] + (row_h + (face.ascent - face.descent) * size) / 2
+        for c, cell in enumerate(row):
+            w = face.width(cell, size)
+            x = xs[c] + pad if align == "left" else (xs[c] + xs[c + 1] - w) / 2
+            if cell:
+                runs.append(Run(x, base, cell, face, size, style.color))
+    html = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in cells)
+    return Element("table", f"<table>{html}</table>", _reserve(slot, ys[-1] + 1 + PAD), tuple(runs), tuple(polys))
+
+
+def _fit_columns(cells: list[list[str]], faces: list[Face], size: float, pad: float,
+                 width: float) -> tuple[list[list[str]], list[float], float] | None:
+    """Drops last columns (down to 2), then shrinks the type (down to 11 px) until the table fits.
+
+    Returns (cells, column widths, font size), or None if it never fits.
+    """
+    while True:
+        widths = [max(f.width(row[c], size) for f, row in zip(faces, cells)) + 2 * pad
+                  for c in range(len(cells[0]))]
+        if sum(widths) <= width:
+            return cells, widths, size
+        if len(widths) > 2:
+            cells = [row[:-1] for row in cells]
+        elif size > 11:
+            size *= 0.9
+        else:
+            return None
+
+
+def _rules(rng: random.Random, xs: list[float], ys: list[float], color: Color) -> list[Poly]:
+    """Grid, booktabs (top, under the header, bottom) or one rule under every row."""
+    kind = rng.choice(("grid", "booktabs", "rows"))
+    h = lambda y, w=0.8: Poly(((xs[0], y), (xs[-1], y)), color, width=w)
+    if kind == "booktabs":
+        return [h(ys[0], 1.5), h(ys[1]), h(ys[-1], 1.5)]
+    polys = [h(y) for y in ys]
+    if kind == "grid":
+        polys += [Poly(((x, ys[0]), (x, ys[-1])), color, width=0.8) for x in xs]
+    return polys
+
+
+def _cells(rng: random.Random, real: bool, n_rows: int, n_cols: int) -> list[list[str]]:
+    """Short single-line cell texts: a header row, then rows (real: a label column and numbers)."""
+    cell = lambda: " ".join(text.phrase(rng, real, rng.randint(1, 2)))
+    header = [cell() for _ in range(n_cols)]
+    if not real:
+        body = [[" ".join(text.random_words(rng, rng.randint(1, 2))) for _ in range(n_cols)]
+                for _ in range(n_rows - 1)]
+        return [header] + body
+    if rng.random() < 0.2:
+        header[0] = ""
+    kinds = [rng.randrange(4) for _ in range(n_cols)]
+    column = lambda k: (text.number(rng) if k == 0 else text.date(rng) if k == 1
+                        else f"{rng.uniform(0, 100):.{rng.randint(0, 2)}f}" if k == 2 else str(rng.randint(0, 999)))
+    rows = [[text.name(rng) if rng.random() < 0.3 else cell()] + [column(k) for k in kinds[1:]]
+            for _ in range(n_rows - 1)]
+    return [header] + rows
+
+
+def formula_block(rng: random.Random, style: Style, slot: Slot, pool: int) -> Element | None:
+    """A display formula from the pool, centred or indented; content = its bare LaTeX."""
+    index = rng.randrange(pool)
+    size = round(style.size * rng.uniform(1.0, 1.3))
+    ink = formula.raster(index, size)
+    if ink.shape[1] > slot.width:
+        size = math.floor(size * slot.width / ink.shape[1])
+        if size < 10:
+            return None
+        ink = formula.raster(index, size)
+    h, w = ink.shape
+    top = math.ceil(slot.top())
+    if w > slot.width or top + h + PAD > slot.bottom:
+        return None
+    free = slot.width - w
+    x = round(slot.x + (free / 2 if rng.random() < 0.7 else min(free, 2 * style.size)))
+    return Element("formula", formula.latex(index), _reserve(slot, top + h + PAD),
+                   pictures=(Picture(x, top, ink),))
+
+
+def image(rng: random.Random, style: Style, slot: Slot, reserve: float) -> Element | None:
+    """A chart or diagram, leaving `reserve` px free below it (for a caption)."""
+    w = slot.width * rng.uniform(0.5, 1.0)
+    h = min(w * rng.uniform(0.45, 0.8), slot.bottom - PAD - reserve - slot.top())
+    if h < 60 or h < 0.3 * w:
+        return None
+    x = slot.x + ((slot.width - w) / 2 if rng.random() < 0.7 else 0.0)
+    polys, runs = chart.chart(rng, (x, slot.top(), x + w, slot.top() + h), style.body, style.size)
+    return Element("image", "", _reserve(slot, slot.top() + h + PAD), tuple(runs), tuple(polys))

@@ -1,0 +1,145 @@
+"""Page layout: margins, header and footer bands, one or two columns, the flow of blocks.
+
+`compose_page(seed, config)` decides everything about a page (a pure function of the seed)
+and returns the elements in reading order: header, the body (a full-width document title,
+then one column, or the left column top to bottom and then the right one), then footer and
+page number.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from hpd_training.synth import elements as el
+from hpd_training.synth.config import SynthConfig
+from hpd_training.synth.elements import Element, Slot
+from hpd_training.synth.style import Style, pick_style
+
+# Where a block sits; "left"/"right" are the columns of a two-column page, "body" the single column.
+REGIONS = ("top", "span", "body", "left", "right", "bottom")
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    width: int   # px
+    height: int  # px
+    elements: tuple[Element, ...]  # reading order
+    regions: tuple[str, ...]       # one of REGIONS per element
+    two_columns: bool
+
+
+Placed = tuple[Element, str]  # an element and its region
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """The body's area: between x0 and x1, from top to bottom (px)."""
+    x0: float
+    x1: float
+    top: float     # y where the body starts
+    bottom: float  # y where the body ends
+
+
+def compose_page(seed: int, config: SynthConfig) -> Layout:
+    rng = random.Random(seed)
+    width = config.width
+    height = round(width * rng.uniform(*config.aspect_range))
+    style = pick_style(rng, config)
+    margin_x = width * rng.uniform(0.06, 0.12)
+    frame = _Frame(margin_x, width - margin_x, height * rng.uniform(0.05, 0.09),
+                   height * (1 - rng.uniform(0.05, 0.09)))
+    top, bottom = _margins(rng, style, config, frame, height)
+    gap = style.size * rng.uniform(0.8, 2.0)
+    frame = replace(frame, top=max([frame.top] + [e.rect[3] + gap for e, _ in top]),
+                    bottom=min([frame.bottom] + [e.rect[1] - gap for e, _ in bottom]))
+    body, two = _body(rng, style, config, frame)
+    head = [p for p in top + bottom if p[0].label == "header"]
+    tail = sorted((p for p in top + bottom if p[0].label != "header"), key=lambda p: p[0].label)
+    placed = head + body + tail  # footer sorts before page_number
+    return Layout(width, height, tuple(e for e, _ in placed), tuple(r for _, r in placed), two)
+
+
+def _margins(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame,
+             height: int) -> tuple[list[Placed], list[Placed]]:
+    """Header (and page number, a quarter of the time) on top; footer and page number below."""
+    header, footer, number = (rng.random() < p for p in (
+        config.header_prob, config.footer_prob, config.page_number_prob))
+    number_on_top = rng.random() < 0.25
+    top_labels = ["header"] * header + ["page_number"] * (number and number_on_top)
+    bottom_labels = ["footer"] * footer + ["page_number"] * (number and not number_on_top)
+    top_y = height * rng.uniform(0.015, 0.035)
+    bottom_y = height * (1 - rng.uniform(0.015, 0.035)) - el.margin_height(style)
+    return (_band(rng, style, frame, top_labels, top_y, "top"),
+            _band(rng, style, frame, bottom_labels, bottom_y, "bottom"))
+
+
+def _band(rng: random.Random, style: Style, frame: _Frame, labels: list[str], y: float,
+          region: str) -> list[Placed]:
+    """One line of margin text at y: one label anywhere, or two at the left and right."""
+    w, bottom = frame.x1 - frame.x0, y + el.margin_height(style)
+    if len(labels) == 1:
+        slots = [(Slot(frame.x0, y, w, bottom), rng.choice(("left", "center", "right")))]
+    else:
+        slots = [(Slot(frame.x0, y, 0.65 * w, bottom), "left"),
+                 (Slot(frame.x0 + 0.7 * w, y, 0.3 * w, bottom), "right")]
+    built = [el.margin_line(rng, style, slot, label, align) for label, (slot, align) in zip(labels, slots)]
+    return [(e, region) for e in built if e is not None]
+
+
+def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) -> tuple[list[Placed], bool]:
+    """An optional full-width document title, then the blocks flowing down the column(s)."""
+    placed: list[Placed] = []
+    n_blocks = rng.randint(config.min_blocks, config.max_blocks)
+    # drawn only where the range is open, so that other configs' pages stay what their seeds gave
+    low, high = config.block_gap_scale
+    spread = low if low == high else rng.uniform(low, high)
+    y = frame.top
+    if rng.random() < config.doc_title_prob:
+        n_blocks -= 1
+        doc_title = el.title(rng, style, Slot(frame.x0, y, frame.x1 - frame.x0, frame.bottom), document=True)
+        if doc_title is not None:
+            placed.append((doc_title, "span"))
+            y = doc_title.rect[3] + spread * style.size * rng.uniform(0.8, 2.0)
+    two = rng.random() < config.two_column_prob
+    gutter = style.size * rng.uniform(1.2, 2.5)
+    col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
+    columns = [(frame.x0, "left"), (frame.x1 - col_w, "right")] if two else [(frame.x0, "body")]
+    labels, weights = zip(*config.label_weights)
+    column, y_col, figure = 0, y, rng.randint(1, 9)
+    for label in rng.choices(labels, weights, k=max(0, n_blocks)):
+        for _ in range(2):  # this column, then the next one
+            x, region = columns[column]
+            gap = 0.0 if y_col == y else spread * _gap(rng, style, label)
+            new = _block(rng, style, config, Slot(x, y_col + gap, col_w, frame.bottom), label, figure)
+            if new or column + 1 == len(columns):
+                break
+            column, y_col = column + 1, y
+        if new:  # else nothing of it fits: try the next label
+            placed += [(e, region) for e in new]
+            figure += len(new) - 1
+            y_col = new[-1].rect[3]
+    return placed, two
+
+
+def _gap(rng: random.Random, style: Style, label: str) -> float:
+    return style.para_gap if label in ("text", "list") else style.size * rng.uniform(0.6, 1.4)
+
+
+def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot,
+           label: str, figure: int) -> list[Element]:
+    """The block for `label` in `slot` (an image may bring its caption); [] when it does not fit."""
+    if label == "image":
+        with_caption = rng.random() < config.caption_prob
+        reserve = 2.6 * style.size + 2 * el.PAD if with_caption else 0.0
+        img = el.image(rng, style, slot, reserve)
+        if img is None:
+            return []
+        below = Slot(slot.x, img.rect[3] + style.size * rng.uniform(0.2, 0.6), slot.width, slot.bottom)
+        cap = el.caption(rng, style, below, figure) if with_caption else None
+        return [img] if cap is None else [img, cap]
+    build = {"text": el.paragraph, "list": el.bullet_list, "table": el.table,
+             "title": lambda r, s, sl: el.title(r, s, sl, document=False),
+             "formula": lambda r, s, sl: el.formula_block(r, s, sl, config.formula_pool)}[label]
+    new = build(rng, style, slot)
+    return [] if new is None else [new]

@@ -1,0 +1,10 @@
+"""Training of the bundled model on synthetic pages (GPU), in stages.
+
+    python -m hpd_training.train --out runs/x --stages one:180,few:180,dense:240 [--init assets/hpd-tiny]
+    python -m hpd_training.train --out runs/x --init runs/x/hpd-tiny --stages mtp:120
+
+Each page is packed as one sequence: prompt, layout branch, then every content branch with the
+positions it has at inference (a child's `<CHILD>` sits at its fork position p) and a tree
+mask (a child sees the prompt, the layout branch before its `<FORK>`, and itself), so that one
+forward trains the layout branch and all its children. `docs/training.md` has the recipe.
+"""
