@@ -7,6 +7,7 @@ predicted it (where P-MTP drafting starts).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -31,6 +32,7 @@ class Branch:
     tokens: list[int] = field(default_factory=list)
     drafted: list[bool] = field(default_factory=list)
     text: str = ""
+    number_run: int = 0          # characters at the end of `text` that are digits and number punctuation
     finish_reason: str | None = None
 
     @property
@@ -41,23 +43,45 @@ class Branch:
                loop_window: int) -> tuple[list[int], list[bool], list[str]]:
         """Append emitted tokens up to the first stop token or the budget; returns what was kept,
         its draft flags and each kept token's text. Sets `finish_reason` ("stop", "length" or
-        "loop") when the branch ends."""
-        kept = 0
+        "loop": a repeated n-gram, or a run of numbers longer than NUMBER_RUN x loop_window
+        characters) when the branch ends."""
+        pieces = []
         for token in emitted:
             self.tokens.append(token)
-            kept += 1
+            pieces += self.stream.pieces([token])
+            self.number_run = number_run(self.number_run, pieces[-1])
             if token in stop:
                 self.finish_reason = "stop"
             elif len(self.tokens) >= self.budget:
                 self.finish_reason = "length"
-            elif loop_window and is_looping(self.tokens, loop_window):
+            elif loop_window and (is_looping(self.tokens, loop_window) or self.number_run > NUMBER_RUN * loop_window):
                 self.finish_reason = "loop"
             if self.finished:
                 break
+        kept = len(pieces)
         self.drafted += drafted[:kept]
-        pieces = self.stream.pieces(emitted[:kept])
         self.text += "".join(pieces)
         return emitted[:kept], drafted[:kept], pieces
+
+
+NUMBER_RUN = 4  # a number run longer than 4 x loop_window characters (960 by default) is runaway output
+_NUMBER_CHARS = re.compile(r"[\d\s.,:;+\-−/%()\[\]]*")  # what a run of numbers is made of
+
+
+def number_run(run: int, piece: str) -> int:
+    """The length of the number run at the end of a text that had `run` and then `piece`: digits,
+    spaces and number punctuation without a letter or another sign (a table's tags end it too).
+    Greedy models that lose track of a dense page write such runs (tens of thousands of digits
+    on real landscape pages) that no repeated n-gram catches."""
+    tail = _NUMBER_CHARS.fullmatch(piece)
+    if tail is not None:
+        return run + len(piece)
+    return len(piece) - _last_non_number(piece) - 1
+
+
+def _last_non_number(text: str) -> int:
+    """Index of the last character of `text` that cannot be part of a number run."""
+    return max(i for i, ch in enumerate(text) if not _NUMBER_CHARS.fullmatch(ch))
 
 
 def is_looping(tokens: list[int], window: int) -> bool:

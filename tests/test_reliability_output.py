@@ -160,3 +160,64 @@ def test_the_stream_ends_with_the_page_for_every_kind_of_stop(app_engine):
                     ParseOptions(max_new_tokens=5)):
         events = list(app_engine.stream(PAGE, options))
         assert isinstance(events[-1], PageFinished) and not events[-1].result.cancelled
+
+
+def scripted_branch(engine, budget: int = 100_000):
+    """A content branch fed a script of tokens instead of a model's (Branch.accept is the guard)."""
+    from hpd_core.branch import Branch
+    return Branch(page=0, id=1, row=0, pending=0, hidden=torch.zeros(1), budget=budget, can_fork=False,
+                  stream=engine.tokenizer.stream())
+
+
+def feed(branch, engine, text: str, window: int) -> int:
+    """Feed `text` token by token until the branch stops; the number of characters fed."""
+    fed = 0
+    for token in engine.tokenizer.encode(text):
+        branch.accept([token], [False], engine.special.stop, window)
+        fed += len(branch.stream.tok.decode([token]))
+        if branch.finished:
+            break
+    return fed
+
+
+@pytest.mark.parametrize("script", ["1 2 3 4 5 6 7 8 9 10 11 12 ", "0.000123, 45.3; (17) 2023/11/30 99% -7 "])
+def test_a_long_run_of_numbers_that_never_repeats_stops_the_branch(app_engine, script):
+    from hpd_core.branch import NUMBER_RUN, is_looping
+    counting = "".join(f"{n} " for n in range(1, 2000)) if script.startswith("1 2") else script * 200
+    branch = scripted_branch(app_engine)
+    fed = feed(branch, app_engine, counting, 64)
+    assert branch.finish_reason == "loop" and fed <= NUMBER_RUN * 64 + 8
+    assert not is_looping(branch.tokens, 64)  # what stopped it is the number run, not a repeated n-gram
+
+
+def test_numbers_between_words_or_table_tags_are_no_runaway(app_engine):
+    table = "".join(f"<tr><td>{n}</td><td>{n * 3.25:.2f}</td></tr>" for n in range(200))
+    prose = "".join(f"In {1900 + n} the rate was {n * 0.37:.3f} per cent; " for n in range(200))
+    for text in (table, prose):
+        branch = scripted_branch(app_engine)
+        feed(branch, app_engine, text, 64)
+        assert not branch.finished and branch.number_run < 64
+
+
+def test_a_scripted_model_that_writes_a_digit_cycle_is_stopped_early(app_checkpoint):
+    """The engine itself: a tiny model made to write `0123456789 ` forever (period 11, longer than
+    the n-gram detector's 64 // 8 = 8) is stopped by the number-run guard, long before its budget."""
+    from hpd_core.branch import NUMBER_RUN
+    engine = load_engine(app_checkpoint)
+    lm, tok = engine.model.lm, byte_tokenizer()
+    cycle = [byte_id(tok, ch) for ch in "0123456789 "]
+    h = lm.config.hidden_size
+    with torch.no_grad():
+        basis = torch.linalg.qr(torch.randn(h, h, generator=torch.Generator().manual_seed(0)))[0].T * h ** 0.5
+        lm.model.embed_tokens.weight[cycle] = basis[:len(cycle)]
+        for p in lm.model.layers.parameters():
+            p.zero_()  # the residual stream carries the input embedding to the head
+        head = torch.zeros_like(lm.lm_head.weight)
+        head[cycle[0]] = 0.5 * lm.model.embed_tokens.weight.mean(0)  # from the prompt into the cycle
+        for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+            head[b] += 8 * lm.model.embed_tokens.weight[a] / h ** 0.5
+        lm.lm_head.weight.copy_(head)
+    result = engine.parse(PAGE, ParseOptions(prompt="plain", use_mtp=False, max_new_tokens=20_000, loop_window=64))
+    [branch] = result.branches
+    assert branch.finish_reason == "loop" and set(branch.text) <= set("0123456789 ")
+    assert len(branch.token_ids) <= NUMBER_RUN * 64 + 16
