@@ -57,9 +57,11 @@ def random_model(cfg: HPDConfig, seed: int) -> HPDModel:
     return model.eval()
 
 
-def ours_config(tied: bool = False) -> HPDConfig:
+def ours_config(tied: bool = False, downsample_ratio: float = 0.5) -> HPDConfig:
+    """`downsample_ratio` 0.5: 2x2 shuffle (the real model), 16 LM rows a tile; 0.25: 4x4 (the
+    bundled model's), 4 rows a tile of 16 patches each."""
     return HPDConfig(vision_config=vision_config(), llm_config=llm_config(tied), force_image_size=112,
-                     fork_token_id=VOCAB - 2, child_token_id=VOCAB - 1, eos_token_id=VOCAB - 3, pad_token_id=0)
+                     downsample_ratio=downsample_ratio, fork_token_id=VOCAB - 2, child_token_id=VOCAB - 1, eos_token_id=VOCAB - 3, pad_token_id=0)
 
 
 def qwen3_config(llm: LLMConfig) -> Qwen3Config:
@@ -197,25 +199,27 @@ def internvl_for(model: HPDModel, image_token_id: int) -> InternVLForConditional
     return theirs
 
 
-def test_image_rows_match_transformers_internvl():
-    model = random_model(ours_config(), seed=5)
+@pytest.mark.parametrize("ratio", [0.5, 0.25])
+def test_image_rows_match_transformers_internvl(ratio):
+    model = random_model(ours_config(downsample_ratio=ratio), seed=5)
     theirs = internvl_for(model, image_token_id=VOCAB - 4)
     pixels = random_pixels(3, 112, seed=6)
     with torch.no_grad():
-        expected = theirs.model.get_image_features(pixel_values=pixels).pooler_output  # [T, 16, H]
+        expected = theirs.model.get_image_features(pixel_values=pixels).pooler_output  # [T, rows, H]
         got = model.encode_images(pixels, chunk=2)
-    assert expected.shape == (3, 16, 40)
+    assert expected.shape == (3, model.config.tokens_per_tile, 40)
     assert rel_err(got, expected.reshape(-1, 40)) <= 1e-5
 
 
-def test_image_and_text_logits_match_transformers_internvl():
+@pytest.mark.parametrize("ratio", [0.5, 0.25])
+def test_image_and_text_logits_match_transformers_internvl(ratio):
     """The whole §6 forward: image rows replace the <IMG_CONTEXT> run, then the LM."""
-    model = random_model(ours_config(), seed=7)
+    model = random_model(ours_config(downsample_ratio=ratio), seed=7)
     image_id = VOCAB - 4
     theirs = internvl_for(model, image_token_id=image_id)
     pixels = random_pixels(2, 112, seed=8)
     text = torch.randint(0, VOCAB - 4, (20,), generator=torch.Generator().manual_seed(9))
-    ids = torch.cat([text[:7], torch.full((32,), image_id), text[7:]])
+    ids = torch.cat([text[:7], torch.full((2 * model.config.tokens_per_tile,), image_id), text[7:]])
     lm = model.language_model
     with torch.no_grad():
         expected = theirs(input_ids=ids[None], pixel_values=pixels).logits[0]
@@ -238,7 +242,7 @@ def gelu_erf(x):
 
 def reference_image_rows(state: dict[str, torch.Tensor], cfg: HPDConfig, pixels: torch.Tensor) -> torch.Tensor:
     """docs/format.md §6 written out: conv patches, CLS, pos-emb, pre-norm blocks with layer scale,
-    drop CLS, 2x2 pixel shuffle, LN(1e-5) -> Linear -> GELU -> Linear."""
+    drop CLS, s x s pixel shuffle, LN(1e-5) -> Linear -> GELU -> Linear."""
     v = cfg.vision_config
     p, g, d, heads = v.patch_size, v.grid, v.hidden_size, v.num_attention_heads
 
@@ -263,18 +267,20 @@ def reference_image_rows(state: dict[str, torch.Tensor], cfg: HPDConfig, pixels:
         f = gelu_erf(a @ s(n + "mlp.fc1.weight").T + s(n + "mlp.fc1.bias"))
         h = h + s(n + "ls2") * (f @ s(n + "mlp.fc2.weight").T + s(n + "mlp.fc2.bias"))
     grid = h[:, 1:].reshape(t, g, g, d)  # [t, patch row, patch col, d]
-    # Each LM row: the 2x2 patch block at (2r, 2c), channels in order TL, TR, BL, BR; blocks row-major.
-    rows = [torch.cat([grid[ti, 2 * r, 2 * c], grid[ti, 2 * r, 2 * c + 1],
-                       grid[ti, 2 * r + 1, 2 * c], grid[ti, 2 * r + 1, 2 * c + 1]])
-            for ti in range(t) for r in range(g // 2) for c in range(g // 2)]
+    # Each LM row: the s x s patch block at (s r, s c), its patches' channels row-major (for 2x2:
+    # TL, TR, BL, BR); blocks row-major.
+    sc = cfg.shuffle_scale
+    rows = [torch.cat([grid[ti, sc * r + i, sc * c + j] for i in range(sc) for j in range(sc)])
+            for ti in range(t) for r in range(g // sc) for c in range(g // sc)]
     m = torch.stack(rows)
     m = layer_norm(m, s("mlp1.0.weight"), s("mlp1.0.bias"), 1e-5)
     m = gelu_erf(m @ s("mlp1.1.weight").T + s("mlp1.1.bias"))
     return m @ s("mlp1.3.weight").T + s("mlp1.3.bias")
 
 
-def test_image_rows_match_an_independent_reference_of_the_spec():
-    model = random_model(ours_config(), seed=10)
+@pytest.mark.parametrize("ratio", [0.5, 0.25])
+def test_image_rows_match_an_independent_reference_of_the_spec(ratio):
+    model = random_model(ours_config(downsample_ratio=ratio), seed=10)
     pixels = random_pixels(3, 112, seed=11)
     expected = reference_image_rows(model.state_dict(), model.config, pixels)
     with torch.no_grad():
