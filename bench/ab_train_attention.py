@@ -24,6 +24,7 @@ from hpd_core.checkpoint import load_model
 from hpd_core.model.language import Attention
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.train.__main__ import TRAIN_SEEDS, glyph_head, lm_losses, loader, to_device
+from hpd_training.train.data import STAGES
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=10)
@@ -36,7 +37,7 @@ device = "cuda" if cuda else "cpu"
 model = load_model("assets/hpd-tiny", device=device, mtp_folder=args.mtp_folder)
 tok = HPDTokenizer.load("assets/hpd-tiny", model.config)
 glyphs = glyph_head(model.config).to(device)
-batch = next(iter(loader(args.stage, model.config, tok, TRAIN_SEEDS, 0, args.batch)))
+batch = next(iter(loader(STAGES[args.stage], model.config, tok, TRAIN_SEEDS, 0, args.batch)))
 batch = to_device(batch, device, tok.special.image_context)
 params = [*model.parameters(), *glyphs.parameters()]
 opt = torch.optim.AdamW(params, lr=1e-5, fused=cuda)

@@ -43,6 +43,16 @@ def has_content(label: str) -> bool:
     return label not in NO_CONTENT_LABELS
 
 
+_TAG = re.compile(r"<[^>]*>")  # table markup
+
+
+def drawn_positions(text: str) -> list[int]:
+    """Indices of the characters of a block's content that a page shows as glyphs: every
+    non-space character outside the table markup (`<table><tr><td>...`, whose tags are not drawn)."""
+    tags = {i for m in _TAG.finditer(text) for i in range(m.start(), m.end())}
+    return [i for i, ch in enumerate(text) if not ch.isspace() and i not in tags]
+
+
 def format_bbox(bbox: BBox) -> str:
     return "[" + ",".join(str(int(v)) for v in bbox) + "]"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -27,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = ROOT / "assets" / "hpd-tiny" / "tokenizer.json"
 
 
-def test_glyph_targets_put_each_character_in_its_cell_and_half():
-    config = bundled_config(Tokenizer.from_file(str(TOKENIZER)))  # 640-px tile: 40 x 40 cells of 16 px
+def test_glyph_targets_of_one_tile_put_each_character_in_its_cell_and_half():
+    one_tile = dataclasses.replace(bundled_config(Tokenizer.from_file(str(TOKENIZER))), downsample_ratio=0.5,
+                                   min_dynamic_patch=1, max_dynamic_patch=1)  # r1-r15: 40 x 40 cells of 16 px
     page = (768, 1024)
     sx, sy = page[0] / 640, page[1] / 640
 
@@ -36,28 +38,49 @@ def test_glyph_targets_put_each_character_in_its_cell_and_half():
         return (x * sx, y * sy, ord(ch))
 
     glyphs = np.array([at(20, 40, "A"), at(30, 40, "b"), at(639, 639, "é"), at(700, 10, "z")], np.float32)
-    targets = glyph_targets(glyphs, page, config)
+    targets = glyph_targets(glyphs, page, one_tile)
     assert targets.shape == (1600, 2)
     assert targets[2 * 40 + 1].tolist() == [ord("A") - 32, ord("b") - 32]  # row 2, col 1: left, right
     assert targets[39 * 40 + 39].tolist() == [0, GLYPH_CLASSES - 1]        # non-ASCII: the "other" class
     assert int((targets > 0).sum()) == 3                                     # off the page: dropped
 
 
+def test_glyph_targets_of_a_tile_grid_go_to_tile_cell_and_slot():
+    """2x2 tiles of 20 x 20 cells of 32 px, each cell 8 slots: 4 columns of 8 px x 2 rows of 16."""
+    config = bundled_config(Tokenizer.from_file(str(TOKENIZER)))
+    page = (1275, 1650)  # a letter page at 150 DPI: the canvas is 1280 x 1280
+    sx, sy = page[0] / 1280, page[1] / 1280
+
+    def at(x, y, ch):  # canvas px -> page px
+        return (x * sx, y * sy, ord(ch))
+
+    glyphs = np.array([at(640 + 44, 18, "A"), at(10, 650, "b"), at(1279, 1279, "é"), at(-5, 10, "z")], np.float32)
+    targets = glyph_targets(glyphs, page, config)
+    assert targets.shape == (1600, 8)
+    assert targets[400 + 1, 1 * 4 + 1] == ord("A") - 32   # tile 1 (top right), cell (0, 1), lower row, column 1
+    assert targets[800, 1] == ord("b") - 32               # tile 2 (bottom left), cell (0, 0), upper row, column 1
+    assert targets[1599, 7] == GLYPH_CLASSES - 1          # tile 3, last cell, last slot
+    assert int((targets > 0).sum()) == 3                  # off the page: dropped
+
+
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "hpd_training.train", "--out", str(out), "--stages", "lines:60",
-                    "--small", "--workers", "0", "--batch", "2", "--max-steps", "3", "--glyph-weight", "1",
-                    "--pointer-weight", "1", "--mtp-weight", "0.5", "--mtp-k", "3", "--log-every", "1",
-                    "--tokenizer", str(TOKENIZER)], check=True, capture_output=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-m", "hpd_training.train", "--out", str(out), "--stages", "lines:60,real:60",
+                    "--real-source", "tests.pages:source", "--small", "--workers", "0", "--batch", "2",
+                    "--max-steps", "3", "--glyph-weight", "1", "--pointer-weight", "1", "--mtp-weight", "0.5",
+                    "--mtp-k", "3", "--log-every", "1", "--tokenizer", str(TOKENIZER)],
+                   check=True, capture_output=True, timeout=300, env=env)
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "step" in r]
-    assert [r["step"] for r in steps] == [1, 2, 3]
+    assert [(r["stage"], r["step"]) for r in steps] == [("lines", 1), ("lines", 2), ("lines", 3),
+                                                         ("real", 1), ("real", 2), ("real", 3)]
     losses = ("loss", "child", "glyph", "ptr_here", "ptr_next", "mtp")
     assert all(np.isfinite([r[name] for name in losses]).all() for r in steps)
-    assert any("image_test" in r for r in rows)
-    assert rows[-1] == {"event": "saved", "stage": "lines", "replicas_agree": True}
+    assert sum("image_test" in r for r in rows) == 2
+    assert rows[-1] == {"event": "saved", "stage": "real", "replicas_agree": True}
     engine = load_engine(str(out / "hpd-tiny"))
-    assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 1
+    assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 4
     assert engine.model.lm.lm_head.weight.dtype == torch.float32
 
 
@@ -90,6 +113,48 @@ def test_pointer_cells_hold_the_characters_of_their_token():
                 checked += 1
                 in_tables += bool(where) and text.startswith("<table>")
     assert checked > 100 and in_tables > 20
+
+
+def test_stages_take_synthetic_configs_and_page_sources_in_turn_by_seed():
+    from hpd_training.synth import SynthConfig, render_page
+    from hpd_training.synth.page import SynthPage
+    from tests.pages import FakeRealPage, source
+
+    stage = data.Stage((SynthConfig.lines(), source()), 2, 1e-3)
+    assert isinstance(stage.page(7), FakeRealPage)  # odd seeds: the source's page
+    got, same = stage.page(8), render_page(8, SynthConfig.lines())  # even: the config's page of the seed, as before
+    assert isinstance(got, SynthPage) and got.image.tobytes() == same.image.tobytes() and got.blocks == same.blocks
+    assert "real" not in data.stages() and data.stages(source())["real"].batch == 16
+
+
+def test_synthetic_pages_train_every_child_and_spell_all_but_formulas():
+    from hpd_training.synth import SynthConfig, render_page
+
+    page = render_page(8, SynthConfig.dense(font_size_range=(20.0, 26.0)))  # a page with a formula
+    assert page.child_trained == [True] * len(page.children_texts)
+    formulas = [b.label == "formula" for b in page.blocks if b.label not in ("image", "chart", "seal")]
+    assert [g is None for g in page.child_glyphs] == formulas and any(formulas)
+
+
+def test_untrained_children_keep_their_fork_but_get_no_loss_and_no_plain_prompt():
+    from hpd_core.tokenizer import HPDTokenizer
+    from hpd_training.train.packing import IGNORE
+    from tests.pages import source
+
+    raw = Tokenizer.from_file(str(TOKENIZER))
+    config = bundled_config(raw, small=True)
+    tok = HPDTokenizer(raw, config)
+    stage = data.Stage((source(),), 1, 1e-3, plain_fraction=1.0)  # every page would be `plain`
+    pixels, packed, glyphs = data.sample(11, stage, config, tok)
+    page = stage.page(11)
+    assert pixels.shape[0] == 4 and glyphs.shape == (4 * config.tokens_per_tile, data.glyph_slots(config))
+    assert packed.ids.count(tok.special.fork) == packed.ids.count(tok.special.child) == len(page.children_texts)
+    assert not all(page.child_trained) and any(page.child_trained)
+    for c, (text, on) in enumerate(zip(page.children_texts, page.child_trained)):
+        labels = [lab for seg, lab in zip(packed.segments, packed.labels) if seg == c]
+        assert labels == (tok.encode(text) + [tok.special.im_end] + [IGNORE] if on else [IGNORE])
+    trained = sum(len(tok.encode(t)) + 1 for t, on in zip(page.children_texts, page.child_trained) if on)
+    assert sum(k == 2 for k in packed.kinds) == trained
 
 
 def test_pages_of_every_rank_and_worker_are_disjoint_and_cover_a_contiguous_range(monkeypatch):

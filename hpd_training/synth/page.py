@@ -18,7 +18,7 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from hpd_core.grammar import GRID, Block, format_assembled, format_children, format_parent
+from hpd_core.grammar import GRID, Block, drawn_positions, format_assembled, format_children, format_parent, has_content
 from hpd_training.synth.augment import augment
 from hpd_training.synth.config import LINE_LABELS, SynthConfig
 from hpd_training.synth.drawing import Rect, draw
@@ -71,6 +71,24 @@ class SynthPage:
     @property
     def assembled_text(self) -> str:
         return format_assembled(self.blocks)
+
+    @functools.cached_property
+    def child_glyphs(self) -> list[np.ndarray | None]:
+        """Per content branch (fork order): the glyph centres [n, 3] spelling its drawn characters
+        (`grammar.drawn_positions`) in order, or None where the drawn characters do not spell its
+        text (formulas: LaTeX text, rendered symbols)."""
+        elements = iter((e, g) for e, g in zip(self.layout.elements, self.element_glyphs) if has_content(e.label))
+        out = []
+        for text in self.children_texts:
+            glyphs = next(g for e, g in elements if e.text == text)  # blocks are the elements with ink, in order
+            spelled = "".join(text[i] for i in drawn_positions(text))
+            out.append(glyphs if spelled == "".join(map(chr, glyphs[:, 2].astype(np.int64))) else None)
+        return out
+
+    @property
+    def child_trained(self) -> list[bool]:
+        """Per content branch: whether its content is a training target (always, on synthetic pages)."""
+        return [True] * len(self.children_texts)
 
 
 def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:

@@ -9,6 +9,7 @@ it trains data-parallel on N GPUs (`distributed`): rank 0 logs, evaluates and sa
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -28,16 +29,21 @@ from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.train import distributed
-from hpd_training.train.data import GLYPH_CLASSES, STAGES, Pages, batch_of
+from hpd_training.train.data import GLYPH_CLASSES, STAGES, PageSource, Pages, Stage, batch_of, glyph_slots, stages
 from hpd_training.train.packing import IGNORE, tree_mask
 
 TRAIN_SEEDS = 1_000_000      # stage s, --seed-run r: seeds from TRAIN_SEEDS * (1 + s) + r * 100_000_000
 EVAL_SEEDS = 20_000_000      # held out: never used for training
 
 
+TILE_GRID = 4            # a page is a 2x2 grid of 640-px tiles (preprocess.grid_for picks (2, 2) for
+DOWNSAMPLE_RATIO = 0.25  # portrait and landscape pages); 4x4 pixel shuffle: 400 image tokens a tile
+
+
 def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
-    """The bundled model: one 640-px tile (8-px patches, 2x2 shuffle: 1,600 image tokens),
-    a 6-layer 256-wide InternViT and a 6-layer 384-wide Qwen3 (`small`: a CPU smoke-test size)."""
+    """The bundled model: a page as four 640-px tiles (8-px patches, 4x4 shuffle: 4 x 400 = 1,600
+    image tokens), a 6-layer 256-wide InternViT and a 6-layer 384-wide Qwen3 (`small`: a CPU
+    smoke-test size). Runs r1-r15 had one tile and a 2x2 shuffle (`widen` converts them)."""
     ids = {s: tok.token_to_id(s) for s in ("<FORK>", "<CHILD>", "<|im_end|>", "<|endoftext|>")}
     if small:
         vision = VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
@@ -51,9 +57,10 @@ def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
         llm = LLMConfig(vocab_size=tok.get_vocab_size(), hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
                         num_attention_heads=6, num_key_value_heads=2, head_dim=64, max_position_embeddings=8192,
                         rope_theta=10000.0)
-    return HPDConfig(vision_config=vision, llm_config=llm, downsample_ratio=0.5, force_image_size=vision.image_size,
-                     min_dynamic_patch=1, max_dynamic_patch=1, use_thumbnail=False, fork_token_id=ids["<FORK>"],
-                     child_token_id=ids["<CHILD>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    return HPDConfig(vision_config=vision, llm_config=llm, downsample_ratio=DOWNSAMPLE_RATIO,
+                     force_image_size=vision.image_size, min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID,
+                     use_thumbnail=False, fork_token_id=ids["<FORK>"], child_token_id=ids["<CHILD>"],
+                     eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
 
 
 def init_weights(model: HPDModel) -> None:
@@ -83,9 +90,9 @@ def forward_hidden(model: HPDModel, batch: dict) -> tuple[torch.Tensor, torch.Te
 
 
 def glyph_head(config: HPDConfig) -> torch.nn.Linear:
-    """Training-only probe: from each image row, the characters centred in the left and right
-    halves of its cell (`data.glyph_targets`). Not part of the checkpoint."""
-    return torch.nn.Linear(config.llm_config.hidden_size, 2 * GLYPH_CLASSES)
+    """Training-only probe: from each image row, the characters centred in each slot of its cell
+    (`data.glyph_targets`, `data.glyph_slots`). Not part of the checkpoint."""
+    return torch.nn.Linear(config.llm_config.hidden_size, glyph_slots(config) * GLYPH_CLASSES)
 
 
 def pointer_layers(layers: int) -> tuple[tuple[int, str], ...]:
@@ -121,7 +128,7 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
         target = batch["glyphs"].reshape(-1)
         ink = target > 0
         loss = F.cross_entropy(logits, target, reduction="none")
-        out["glyph"] = loss[ink].mean() + loss[~ink].mean()  # inked half-cells are few: weigh them as much as the blank
+        out["glyph"] = loss[ink].mean() + loss[~ink].mean()  # inked slots are few: weigh them as much as the blank
         out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
     if mtp_weight:
@@ -202,9 +209,8 @@ def to_device(batch: dict, device, image_id: int) -> dict:
     return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "image_id": image_id}
 
 
-def loader(stage_name: str, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int,
+def loader(stage: Stage, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int,
            rank: int = 0, world: int = 1):
-    stage = STAGES[stage_name]
     return DataLoader(Pages(stage, config, tok, first_seed, rank, world), batch_size=batch or stage.batch,
                       num_workers=workers, collate_fn=lambda items: batch_of(items, config.pad_token_id),
                       pin_memory=torch.cuda.is_available(),
@@ -230,12 +236,13 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         p.requires_grad_(True)
     # all of rank 0's weights, the frozen ones too: an `mtp` stage after a fresh init needs them
     distributed.broadcast_parameters(replica_parameters(model, glyphs), args.world)
-    lr = args.lr or (1e-3 if mtp else STAGES[data_stage].lr)
+    lr = args.lr or (1e-3 if mtp else args.stages_by_name[data_stage].lr)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0 if mtp else 0.05, fused=args.cuda)
     model.train()
     hidden = torch.compile(forward_hidden, dynamic=True) if args.compile else forward_hidden
     start, step, pages = time.perf_counter(), 0, 0
-    for batch in loader(data_stage, config, tok, first_seed, args.workers, args.batch, args.rank, args.world):
+    for batch in loader(args.stages_by_name[data_stage], config, tok, first_seed, args.workers, args.batch, args.rank,
+                        args.world):
         elapsed = distributed.max_over_ranks(time.perf_counter() - start, args.world, args.device)
         if elapsed > seconds or (args.max_steps and step >= args.max_steps):
             break
@@ -264,13 +271,14 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
 
 
 @torch.no_grad()
-def image_test(model, args, config, tok, stage_name: str) -> dict:
+def image_test(model, args, config, tok, stage: Stage) -> dict:
     """Content-branch loss with the page's own image, another page's image, and a blank page."""
-    batch = to_device(next(iter(loader(stage_name, config, tok, EVAL_SEEDS + 500_000, 0, 8))), args.device,
+    batch = to_device(next(iter(loader(stage, config, tok, EVAL_SEEDS + 500_000, 0, 8))), args.device,
                       tok.special.image_context)
     out = {}
     blank = torch.zeros_like(batch["pixels"][:1]) + batch["pixels"].amax()
-    for name, pixels in (("right", batch["pixels"]), ("wrong", batch["pixels"].roll(1, 0)),
+    tiles = batch["pixels"].shape[0] // batch["ids"].shape[0]  # a page's tiles: "wrong" is the next page's
+    for name, pixels in (("right", batch["pixels"]), ("wrong", batch["pixels"].roll(tiles, 0)),
                          ("blank", blank.expand_as(batch["pixels"]))):
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out[name] = round(float(lm_losses(model, {**batch, "pixels": pixels})["child"]), 4)
@@ -278,12 +286,11 @@ def image_test(model, args, config, tok, stage_name: str) -> dict:
 
 
 @torch.no_grad()
-def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens: int, use_mtp: bool) -> dict:
+def greedy_eval(model, config, tok, stage: Stage, pages: int, max_new_tokens: int, use_mtp: bool) -> dict:
     from hpd_tools.metrics import aggregate, evaluate_page
-    from hpd_training.synth import render_page
 
     engine = Engine(model, tok, name="training")
-    synth = [render_page(EVAL_SEEDS + i, STAGES[stage_name].synth(EVAL_SEEDS + i)) for i in range(pages)]
+    synth = [stage.page(EVAL_SEEDS + i) for i in range(pages)]
     start = time.perf_counter()
     results = engine.parse_batch([p.image for p in synth], ParseOptions(
         use_mtp=use_mtp, batch_children=True, max_new_tokens=max_new_tokens))
@@ -292,6 +299,14 @@ def greedy_eval(model, config, tok, stage_name: str, pages: int, max_new_tokens:
     summary["tau_k6"] = sum(r.stats.mean_accepted_length for r in results) / len(results) if use_mtp else None
     summary["example"] = results[0].text[:600]
     return summary
+
+
+def real_source(spec: str, data: Path | None) -> PageSource:
+    """The page source `module:factory` names, built from `data`: factory(data) -> seed -> page."""
+    module, _, factory = spec.partition(":")
+    if not factory:
+        raise SystemExit(f"--real-source wants MODULE:FACTORY, got {spec!r}")
+    return getattr(importlib.import_module(module), factory)(data)
 
 
 def save_run(model: HPDModel, out: Path, tokenizer: Path) -> None:
@@ -303,7 +318,11 @@ def save_run(model: HPDModel, out: Path, tokenizer: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--stages", required=True, help="name:seconds,... with names from " + ",".join([*STAGES, "mtp"]))
+    ap.add_argument("--stages", required=True,
+                    help="name:seconds,... with names from " + ",".join([*STAGES, "real", "mtp"]))
+    ap.add_argument("--real-source", metavar="MODULE:FACTORY",
+                    help="real pages for the `real` stage: FACTORY(--real-data) returns a callable seed -> page")
+    ap.add_argument("--real-data", type=Path, help="the argument of --real-source (e.g. a manifest)")
     ap.add_argument("--init", type=Path, help="checkpoint folder to start from")
     ap.add_argument("--init-mtp", type=Path, help="P-MTP folder to start the draft head from")
     ap.add_argument("--tokenizer", type=Path, default=Path("assets/hpd-tiny/tokenizer.json"))
@@ -329,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training forward (~100 s to compile on a fresh H200 machine)")
     args = ap.parse_args(argv)
+    args.stages_by_name = stages(real_source(args.real_source, args.real_data) if args.real_source else None)
     args.cuda = torch.cuda.is_available()
     args.device_type = "cuda" if args.cuda else "cpu"  # for autocast
     args.rank, args.world, args.device = distributed.init(args.cuda)
@@ -371,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
         train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs)
         agree = distributed.replicas_agree(replica_parameters(model, glyphs), args.world)
         if args.rank == 0:
-            eval_stage = args.mtp_data if name == "mtp" else name
+            eval_stage = args.stages_by_name[args.mtp_data if name == "mtp" else name]
             log({"stage": name, "image_test": image_test(model, args, config, tok, eval_stage)})
             if not args.small:
                 log({"stage": name, "greedy": greedy_eval(model, config, tok, eval_stage, args.eval_pages,

@@ -1,23 +1,23 @@
-"""Training samples: synthetic pages rendered in DataLoader workers, packed for the tree mask."""
+"""Training samples: pages (synthetic, rendered in DataLoader workers, or real) packed for the tree mask."""
 
 from __future__ import annotations
 
 import itertools
-import math
 import random
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import IterableDataset, get_worker_info
 
 from hpd_core.config import HPDConfig
-from hpd_core.grammar import has_content
-from hpd_core.preprocess import preprocess
+from hpd_core.grammar import Block, drawn_positions
+from hpd_core.preprocess import grid_for, preprocess
 from hpd_training.synth import SynthConfig, render_page
 from hpd_training.synth.config import DENSE_LARGE_TYPE, LARGE_TYPE
-from hpd_training.synth.page import SynthPage
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_training.train.packing import Packed, collate, pack
 
@@ -25,20 +25,59 @@ GLYPH_CLASSES = 96  # 0: no glyph; 1-94: printable ASCII 33-126; 95: any other c
 POINTER_CELLS = 12  # image cells kept per token as its pointer target
 
 
+class TrainingPage(Protocol):
+    """What training needs of a page, synthetic (`SynthPage`) or real (the TeX Live pages'
+    `RealPage`). Pixels are the image's; the blocks' boxes are on the 0-1000 grid."""
+
+    @property
+    def image(self) -> Image.Image: ...            # RGB
+
+    @property
+    def blocks(self) -> list[Block]: ...           # reading order
+
+    @property
+    def glyphs(self) -> np.ndarray: ...            # [N, 3] float: centre x, y (px), code point of every drawn non-space char
+
+    @property
+    def parent_text(self) -> str: ...              # the layout branch (`fork` form)
+
+    @property
+    def children_texts(self) -> list[str]: ...     # the content branches, fork order
+
+    @property
+    def child_glyphs(self) -> list[np.ndarray | None]: ...  # per child: glyphs spelling its drawn chars, or None
+
+    @property
+    def child_trained(self) -> list[bool]: ...     # per child: False = its content is not a target
+
+    @property
+    def assembled_text(self) -> str: ...           # the `plain` prompt's target
+
+
+PageSource = Callable[[int], TrainingPage]  # seed -> page, the same page for the same seed
+
+
 @dataclass(frozen=True)
 class Stage:
-    synths: tuple[SynthConfig, ...]  # page kinds, taken in turn by seed
+    sources: tuple[SynthConfig | PageSource, ...]  # page kinds, taken in turn by seed
     batch: int
     lr: float
     plain_fraction: float = 0.1   # share of samples with the `plain` prompt (one flat trajectory)
 
-    def synth(self, seed: int) -> SynthConfig:
-        return self.synths[seed % len(self.synths)]
+    def page(self, seed: int) -> TrainingPage:
+        source = self.sources[seed % len(self.sources)]
+        return render_page(seed, source) if isinstance(source, SynthConfig) else source(seed)
 
 
 LINES = SynthConfig.lines()
 DENSE = SynthConfig.dense(font_size_range=DENSE_LARGE_TYPE)
 SPARSE = SynthConfig.sparse()
+# Document scale: a US-letter page at 150 DPI (the default render DPI), 8-12 pt body text; a 2x2
+# grid of 640-px tiles shows 10-pt type at ~16 px, the size the one-tile model read.
+DOC_WIDTH, DOC_TYPE = 1275, (17.0, 25.0)
+DOC_DENSE = SynthConfig.dense(width=DOC_WIDTH, font_size_range=DOC_TYPE)
+DOC_SPARSE = SynthConfig.sparse(width=DOC_WIDTH, font_size_range=DOC_TYPE)
+DOC_LINES = SynthConfig.lines(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 
 
 STAGES = {
@@ -67,76 +106,108 @@ STAGES = {
     # `mixd` with half of its `lines` pages sparse ones instead (1-5 blocks, white space): the r12
     # weights, trained on full pages only, split the paragraphs of sparse pages into extra blocks
     "mixv": Stage((LINES, SPARSE, DENSE, DENSE, DENSE, DENSE), 28, 8e-4),
+    # the four-tile model's synthetic pages at document scale (`mixv`'s shares): `real` without
+    # real pages. Batch: four tiles a page (`real_stage`)
+    "docs": Stage((DOC_LINES, DOC_SPARSE, DOC_DENSE, DOC_DENSE, DOC_DENSE, DOC_DENSE), 16, 6e-4),
 }
+
+
+def real_stage(real: PageSource) -> Stage:
+    """`real`: half real pages, a third document-scale dense synthetic pages (exact content, every
+    label), a twelfth each sparse and short-line ones. Batch 16 of four tiles a page: 64 tiles, where
+    the one-tile stages' 28 pages peaked at 28 GiB on the H200 (docs/training.md)."""
+    return Stage((real, DOC_DENSE, real, DOC_DENSE, real, DOC_LINES, real, DOC_DENSE, real, DOC_DENSE, real,
+                  DOC_SPARSE), 16, 6e-4)
+
+
+def stages(real: PageSource | None = None) -> dict[str, Stage]:
+    """The training stages by name; `real` only with a real-page source."""
+    return {**STAGES, "real": real_stage(real)} if real is not None else dict(STAGES)
 
 
 Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # pixels, packed sequence, glyph targets
 
 
 def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sample:
-    page = render_page(seed, stage.synth(seed))
+    page = stage.page(seed)
     pixels = preprocess(page.image, config)
     glyphs = glyph_targets(page.glyphs, page.image.size, config)
     image_tokens = pixels.shape[0] * config.tokens_per_tile
     end = [tok.special.im_end]
-    if random.Random(f"prompt:{seed}").random() < stage.plain_fraction:
+    # the `plain` prompt's target holds every child's content: only for pages whose every child is trained
+    if random.Random(f"prompt:{seed}").random() < stage.plain_fraction and all(page.child_trained):
         prompt = tok.prompt_ids(INSTRUCTIONS["plain"], image_tokens)
         return pixels, pack(prompt, tok.encode(page.assembled_text) + end, [], fork=tok.special.fork,
                             child=tok.special.child), glyphs
     prompt = tok.prompt_ids(INSTRUCTIONS["fork"], image_tokens)
-    children = child_tokens(page, tok, config)
-    return pixels, pack(prompt, tok.encode(page.parent_text) + end, [ids + end for ids, _ in children],
+    children = [(ids + end, cells + [()]) if trained else ([], [])  # untrained: its <CHILD> alone, no loss
+                for (ids, cells), trained in zip(child_tokens(page, tok, config), page.child_trained)]
+    return pixels, pack(prompt, tok.encode(page.parent_text) + end, [ids for ids, _ in children],
                         fork=tok.special.fork, child=tok.special.child,
-                        cells=[cells + [()] for _, cells in children]), glyphs
+                        cells=[cells for _, cells in children]), glyphs
+
+
+def glyph_slots(config: HPDConfig) -> int:
+    """Glyph-probe slots of one image token's cell: its s patch columns x s/2 rows of two patches
+    (s = the shuffle scale: 2 slots, left and right half, for 2x2; 8 for 4x4), row-major."""
+    return config.shuffle_scale * max(1, config.shuffle_scale // 2)
 
 
 def glyph_cells(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For glyph centres [N, 3] (page px): the image token whose cell holds each centre (the tile
-    is a grid of n x n cells, row-major as the LM sees them), the half of the cell (0 left, 1
-    right), and whether it lies on the tile. Only for one-tile models, where the whole page is
-    squeezed into the tile."""
-    if config.max_dynamic_patch != 1:
-        raise ValueError("glyph targets need a one-tile model (max_dynamic_patch = 1)")
-    n = math.isqrt(config.tokens_per_tile)
-    cell = config.force_image_size / n
-    x = glyphs[:, 0] * config.force_image_size / page_size[0]
-    y = glyphs[:, 1] * config.force_image_size / page_size[1]
-    col, row = np.floor(x / cell).astype(np.int64), np.floor(y / cell).astype(np.int64)
-    inside = (col >= 0) & (col < n) & (row >= 0) & (row < n)
-    return row * n + col, (x - col * cell >= cell / 2).astype(np.int64), inside
+    """For glyph centres [N, 3] (page px): the image token whose cell holds each centre, its slot
+    in the cell (`glyph_slots`), and whether it lies on the page. Page px -> the canvas of the
+    tile grid (cols x rows tiles, `preprocess.grid_for`) -> tile -> cell: token index
+    tile * tokens_per_tile + row * n + col, tiles and cells row-major as the LM sees them."""
+    if config.use_thumbnail and config.max_dynamic_patch > 1:
+        raise ValueError("glyph targets cover the tile grid: a model with a thumbnail tile is not supported")
+    cols, rows = grid_for(page_size, config)
+    tile, s = config.force_image_size, config.shuffle_scale
+    n = config.vision_config.grid // s                    # cells per tile side
+    cell = tile / n
+    x = glyphs[:, 0] * cols * tile / page_size[0]         # canvas px
+    y = glyphs[:, 1] * rows * tile / page_size[1]
+    tc, tr = np.floor(x / tile).astype(np.int64), np.floor(y / tile).astype(np.int64)
+    inside = (tc >= 0) & (tc < cols) & (tr >= 0) & (tr < rows)
+    x, y = x - tc * tile, y - tr * tile                   # tile px
+    col = np.clip(np.floor(x / cell).astype(np.int64), 0, n - 1)
+    row = np.clip(np.floor(y / cell).astype(np.int64), 0, n - 1)
+    sub_rows = max(1, s // 2)
+    slot_col = np.clip(np.floor((x - col * cell) * s / cell).astype(np.int64), 0, s - 1)
+    slot_row = np.clip(np.floor((y - row * cell) * sub_rows / cell).astype(np.int64), 0, sub_rows - 1)
+    token = (tr * cols + tc) * n * n + row * n + col
+    return token, slot_row * s + slot_col, inside
 
 
 def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig) -> torch.Tensor:
-    """[tokens_per_tile, 2] classes: the character whose centre lies in the left / right half of
-    each image token's cell, or 0."""
-    cell, slot, inside = glyph_cells(glyphs, page_size, config)
+    """[tiles * tokens_per_tile, glyph_slots] classes: the character whose centre lies in each
+    slot of each image token's cell, or 0."""
+    token, slot, inside = glyph_cells(glyphs, page_size, config)
     code = glyphs[:, 2].astype(np.int64)
     classes = np.where((code >= 33) & (code <= 126), code - 32, GLYPH_CLASSES - 1)
-    out = np.zeros((config.tokens_per_tile, 2), dtype=np.int64)
-    out[cell[inside], slot[inside]] = classes[inside]
+    cols, rows = grid_for(page_size, config)
+    out = np.zeros((cols * rows * config.tokens_per_tile, glyph_slots(config)), dtype=np.int64)
+    out[token[inside], slot[inside]] = classes[inside]
     return torch.from_numpy(out)
 
 
 Branch = tuple[list[int], list[tuple[int, ...]]]  # tokens, and per token the image cells holding it
-_TAG = re.compile(r"<[^>]*>")  # table markup
 
 
-def child_tokens(page: SynthPage, tok: HPDTokenizer, config: HPDConfig) -> list[Branch]:
+def child_tokens(page: TrainingPage, tok: HPDTokenizer, config: HPDConfig) -> list[Branch]:
     """Per content branch (fork order): its tokens (without <|im_end|>) and, per token, the image
-    cells that hold the token's characters (the target of the pointer loss). A table's tags are
-    not drawn: only its cell text is; branches whose drawn characters do not spell their text
-    (formulas) get no cells: empty tuples."""
-    elements = iter((e, g) for e, g in zip(page.layout.elements, page.element_glyphs) if has_content(e.label))
+    tokens whose cells hold the token's characters (the target of the pointer loss). A table's
+    tags are not drawn: only its cell text is; branches whose drawn characters do not spell their
+    text (`child_glyphs` None: formulas) get no cells: empty tuples."""
     out = []
-    for text in page.children_texts:
-        glyphs = next(g for e, g in elements if e.text == text)  # blocks are the elements with ink, in order
+    for text, glyphs in zip(page.children_texts, page.child_glyphs, strict=True):
         encoding = tok.tokenizer.encode(text, add_special_tokens=False)
-        tags = {i for m in _TAG.finditer(text) for i in range(m.start(), m.end())}
-        chars = [i for i, ch in enumerate(text) if not ch.isspace() and i not in tags]
-        if "".join(text[i] for i in chars) != "".join(map(chr, glyphs[:, 2].astype(np.int64))):
+        if glyphs is None:
             out.append((encoding.ids, [()] * len(encoding.ids)))
             continue
+        chars = drawn_positions(text)
+        if len(chars) != len(glyphs):
+            raise ValueError(f"{len(glyphs)} glyphs for the {len(chars)} drawn characters of {text[:40]!r}")
         cell, _, inside = glyph_cells(glyphs, page.image.size, config)
         cell_of_char = {c: int(cell[g]) for g, c in enumerate(chars) if inside[g]}
         cells = [tuple(dict.fromkeys(cell_of_char[i] for i in range(a, b) if i in cell_of_char))[:POINTER_CELLS]
@@ -165,5 +236,5 @@ class Pages(IterableDataset):
 def batch_of(items: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
     out = collate([p for _, p, _ in items], pad_id)
     out["pixels"] = torch.cat([px for px, _, _ in items])
-    out["glyphs"] = torch.stack([g for _, _, g in items])  # [B, tokens_per_tile, 2]
+    out["glyphs"] = torch.cat([g for _, _, g in items])  # [image rows of the batch, glyph_slots]
     return out

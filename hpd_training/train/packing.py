@@ -25,6 +25,7 @@ class Packed:
 def pack(prompt: list[int], parent: list[int], children: list[list[int]], *, fork: int, child: int,
          cells: list[list[tuple[int, ...]]] | None = None) -> Packed:
     """`parent` and each child end with <|im_end|>; the i-th <FORK> of `parent` starts child i.
+    An empty child (content not trained) is its <CHILD> alone, without a label.
     `cells`: per child, per token, the image cells that hold it (default: none)."""
     n = len(prompt)
     ids = prompt + parent
