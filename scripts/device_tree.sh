@@ -1,29 +1,56 @@
 #!/usr/bin/env bash
 # Fit the working tree into the device's 64 MiB for a training call (docs/training.md), from the repo root:
-#   bash scripts/device_tree.sh aside   # before the calls: carry .gpu-site.tar.xz and .carry
-#   bash scripts/device_tree.sh back    # after them
+#   bash scripts/device_tree.sh aside [CARRIED...]  # before a call on a fresh machine: carry .gpu-site.tar.xz and .carry
+#   bash scripts/device_tree.sh light [CARRIED...]  # before a call on the warm machine, which holds /tmp/site and runs/
+#   bash scripts/device_tree.sh back                # after the calls
 # `aside` moves P-MTP/model.safetensors (9.2 MB: the head plus copies of the shared embeddings and
 # lm_head), the screenshots and the bench results to /tmp/hpd-aside, and writes the draft head's own
-# tensors (2.9 MB) to .carry/P-MTP, for `--init-mtp .carry/P-MTP`.
+# tensors (2.9 MB) to .carry/P-MTP, for `--init-mtp .carry/P-MTP`. `light` also moves the bundled
+# weights (assets/hpd-tiny/*.safetensors, 39 MB) aside, for calls that start from runs/ on the warm
+# machine and carry data instead of .gpu-site.tar.xz. Both print the size that will travel: the
+# tree, .carry/P-MTP (aside) or nothing more (light), and the CARRIED paths named.
 set -euo pipefail
 aside=/tmp/hpd-aside
 paths=(P-MTP/model.safetensors docs/images bench/results)
+weights=(assets/hpd-tiny/model-0000{1,2,3}-of-00003.safetensors)
+
+move_aside() {
+  for p in "$@"; do
+    [ -e "$p" ] || continue
+    mkdir -p "$aside/$(dirname "$p")" && mv "$p" "$aside/$p"
+  done
+}
+
+travels() {  # the tree (tracked files present, untracked not ignored) and the carried paths
+  { git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true
+    for p in "$@"; do
+      if [ -e "$p" ]; then find "$p" -type f -exec stat -c %s {} +; else echo "not here: $p" >&2; fi
+    done; } | awk '{s += $1} END {print s}'
+}
+
 case "${1:-}" in
-  aside)
-    mkdir -p .carry/P-MTP "$aside"
-    "${PYTHON:-python3}" - <<'PY'
+  aside|light)
+    mode=$1; shift
+    if [ ! -e .carry/P-MTP/model.safetensors ]; then
+      mkdir -p .carry/P-MTP
+      "${PYTHON:-python3}" - <<'PY'
 from safetensors.torch import load_file, save_file
 tensors = load_file("P-MTP/model.safetensors")
 save_file({k: v for k, v in tensors.items() if ".mtp." in k}, ".carry/P-MTP/model.safetensors")
 PY
-    cp P-MTP/config.json .carry/P-MTP/
-    for p in "${paths[@]}"; do mkdir -p "$aside/$(dirname "$p")" && mv "$p" "$aside/$p"; done
-    size=$( { git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true
-              stat -c %s .gpu-site.tar.xz .carry/P-MTP/model.safetensors; } | awk '{s += $1} END {print s}')
-    echo "travels: $size bytes (limit $((64 * 2**20)))"
+      cp P-MTP/config.json .carry/P-MTP/
+    fi
+    move_aside "${paths[@]}"
+    carried=("$@")
+    if [ "$mode" = aside ]; then carried+=(.gpu-site.tar.xz .carry/P-MTP); else move_aside "${weights[@]}"; fi
+    size=$(travels "${carried[@]}")
+    echo "travels: $size bytes (limit $((64 * 2**20)), $(( (64 * 2**20 - size) / 2**20 )) MiB left)"
     [ "$size" -le $((64 * 2**20)) ] ;;
   back)
-    for p in "${paths[@]}"; do rm -rf "$p" && mv "$aside/$p" "$p"; done
+    for p in "${paths[@]}" "${weights[@]}"; do
+      [ -e "$aside/$p" ] || continue
+      rm -rf "$p" && mv "$aside/$p" "$p"
+    done
     git status --short ;;
-  *) echo "usage: $0 aside|back" >&2; exit 2 ;;
+  *) echo "usage: $0 aside|light [CARRIED...] | back" >&2; exit 2 ;;
 esac

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # One training run on the lent H200 (see docs/training.md). Usage, from the repo root there:
-#   [GPUS=2] [NO_CKPT=1] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_training.train args...]
+#   [GPUS=2] [NO_CKPT=1] [WIDEN=runs/w0] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_training.train args...]
 # The packages the GPU image lacks (pymupdf, rapidfuzz, apted) travel as .gpu-site.tar.xz, built
-# here as docs/training.md says; the checkpoint comes back as $OUT/ckpt-NAME.tar.part-* (not with
-# NO_CKPT=1: it then stays in runs/NAME for a next call on the still-warm machine). GPUS=N trains
-# one model data-parallel on N GPUs (torchrun).
+# here as docs/training.md says, and stay unpacked in /tmp/site on a warm machine (a call within
+# 30 s of the last), which needs no .gpu-site.tar.xz again; the checkpoint comes back as
+# $OUT/ckpt-NAME.tar.part-* (not with NO_CKPT=1: it then stays in runs/NAME for a next call on the
+# still-warm machine). GPUS=N trains one model data-parallel on N GPUs (torchrun). WIDEN=DIR first
+# converts the bundled one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the
+# four-tile layout in DIR (`hpd_training.train.widen`), for `--init DIR/hpd-tiny --init-mtp DIR/P-MTP`.
 set -uo pipefail
 name=$1; stages=$2; shift 2
-[ -e /tmp/site/.unpacked ] || { mkdir -p /tmp/site && tar xJf .gpu-site.tar.xz -C /tmp/site && touch /tmp/site/.unpacked; } || exit 1
+if [ ! -e /tmp/site/.unpacked ]; then
+  [ -e .gpu-site.tar.xz ] || { echo "a fresh machine: no /tmp/site and no .gpu-site.tar.xz carried" >&2; exit 3; }
+  { mkdir -p /tmp/site && tar xJf .gpu-site.tar.xz -C /tmp/site && touch /tmp/site/.unpacked; } || exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"
+if [ -n "${WIDEN:-}" ]; then
+  python3 -m hpd_training.train.widen --out "$WIDEN" --init assets/hpd-tiny --init-mtp .carry/P-MTP || exit 1
+fi
 launch=(python3)
 [ "${GPUS:-1}" -gt 1 ] && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS")
 timeout "${TRAIN_TIMEOUT:-540}" "${launch[@]}" -m hpd_training.train --out "runs/$name" --stages "$stages" "$@" 2>&1 | tee "$OUT/train-$name.log"
