@@ -27,31 +27,43 @@ POINTER_CELLS = 12  # image cells kept per token as its pointer target
 
 class TrainingPage(Protocol):
     """What training needs of a page, synthetic (`SynthPage`) or real (the TeX Live pages'
-    `RealPage`). Pixels are the image's; the blocks' boxes are on the 0-1000 grid."""
+    `RealPage`); pixel coordinates are the image's, boxes on the 0-1000 grid.
+
+    - image: RGB; blocks: reading order; parent_text: the layout branch (`fork` form);
+      children_texts: the content branches in fork order; assembled_text: the `plain` target.
+    - glyphs [N, 3]: centre x, y (px) and code point of every drawn non-space character (the
+      glyph probe's targets).
+    - child_glyphs: per child, [n, >= 2] centres (x, y px), one per character of
+      `grammar.drawn_positions(text)`, in order (the pointer targets); None where the drawn
+      characters do not spell the text (formulas).
+    - child_trained: per child, False where its content is not a target (its `<BLOCK>label
+      [box]<FORK>` is still trained; its branch has no loss) and the page never takes the
+      `plain` prompt.
+    """
 
     @property
-    def image(self) -> Image.Image: ...            # RGB
+    def image(self) -> Image.Image: ...
 
     @property
-    def blocks(self) -> list[Block]: ...           # reading order
+    def blocks(self) -> list[Block]: ...
 
     @property
-    def glyphs(self) -> np.ndarray: ...            # [N, 3] float: centre x, y (px), code point of every drawn non-space char
+    def glyphs(self) -> np.ndarray: ...
 
     @property
-    def parent_text(self) -> str: ...              # the layout branch (`fork` form)
+    def parent_text(self) -> str: ...
 
     @property
-    def children_texts(self) -> list[str]: ...     # the content branches, fork order
+    def children_texts(self) -> list[str]: ...
 
     @property
-    def child_glyphs(self) -> list[np.ndarray | None]: ...  # per child: glyphs spelling its drawn chars, or None
+    def child_glyphs(self) -> list[np.ndarray | None]: ...
 
     @property
-    def child_trained(self) -> list[bool]: ...     # per child: False = its content is not a target
+    def child_trained(self) -> list[bool]: ...
 
     @property
-    def assembled_text(self) -> str: ...           # the `plain` prompt's target
+    def assembled_text(self) -> str: ...
 
 
 PageSource = Callable[[int], TrainingPage]  # seed -> page, the same page for the same seed
