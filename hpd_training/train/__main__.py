@@ -79,7 +79,7 @@ def init_weights(model: HPDModel) -> None:
 
 def forward_hidden(model: HPDModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT>
-    slots), and the image rows [B * tokens_per_tile, H] themselves."""
+    slots), and the image rows [B * tiles * tokens_per_tile, H] themselves (every page has the same tiles)."""
     rows = model.encode_images(batch["pixels"], chunk=batch["pixels"].shape[0])
     ids = batch["ids"]
     embeds = model.lm.embed(ids)
@@ -270,6 +270,11 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
     model.eval()
 
 
+def other_pages(pixels: torch.Tensor, pages: int) -> torch.Tensor:
+    """The tiles [pages * T, 3, S, S] of a batch with each page's T tiles replaced by the previous page's."""
+    return pixels.roll(pixels.shape[0] // pages, 0)
+
+
 @torch.no_grad()
 def image_test(model, args, config, tok, stage: Stage) -> dict:
     """Content-branch loss with the page's own image, another page's image, and a blank page."""
@@ -277,8 +282,7 @@ def image_test(model, args, config, tok, stage: Stage) -> dict:
                       tok.special.image_context)
     out = {}
     blank = torch.zeros_like(batch["pixels"][:1]) + batch["pixels"].amax()
-    tiles = batch["pixels"].shape[0] // batch["ids"].shape[0]  # a page's tiles: "wrong" is the next page's
-    for name, pixels in (("right", batch["pixels"]), ("wrong", batch["pixels"].roll(tiles, 0)),
+    for name, pixels in (("right", batch["pixels"]), ("wrong", other_pages(batch["pixels"], batch["ids"].shape[0])),
                          ("blank", blank.expand_as(batch["pixels"]))):
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out[name] = round(float(lm_losses(model, {**batch, "pixels": pixels})["child"]), 4)
