@@ -158,7 +158,7 @@ def test_untrained_children_keep_their_fork_but_get_no_loss_and_no_plain_prompt(
 
 
 def test_the_image_test_gives_each_page_all_tiles_of_another_page():
-    from hpd_core.train.__main__ import other_pages
+    from hpd_training.train.__main__ import other_pages
 
     pixels = torch.arange(3 * 4).float().view(12, 1, 1, 1)  # 3 pages of 4 tiles: tile t of page p is 4p + t
     assert other_pages(pixels, 3).flatten().tolist() == [8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7]
