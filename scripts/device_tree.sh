@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Fit the working tree into the device's 64 MiB for a training call (docs/training.md), from the repo root:
-#   bash scripts/device_tree.sh aside [CARRIED...]  # before a call on a fresh machine: carry .gpu-site.tar.xz and .carry
+#   bash scripts/device_tree.sh aside [CARRIED...]  # before a call on a fresh machine: carry .gpu-site.tar.xz, .carry/P-MTP
 #   bash scripts/device_tree.sh light [CARRIED...]  # before a call on the warm machine, which holds /tmp/site and runs/
 #   bash scripts/device_tree.sh back                # after the calls
 # `aside` moves P-MTP/model.safetensors (9.2 MB: the head plus copies of the shared embeddings and
 # lm_head), the screenshots and the bench results to /tmp/hpd-aside, and writes the draft head's own
 # tensors (2.9 MB) to .carry/P-MTP, for `--init-mtp .carry/P-MTP`. `light` also moves the bundled
-# weights (assets/hpd-tiny/*.safetensors, 39 MB) aside, for calls that start from runs/ on the warm
-# machine and carry data instead of .gpu-site.tar.xz. Both print the size that will travel: the
-# tree, .carry/P-MTP (aside) or nothing more (light), and the CARRIED paths named.
+# weights (assets/hpd-tiny/*.safetensors, 39 MB) and .gpu-site.tar.xz aside, for calls that start
+# from runs/ and /tmp/site on the warm machine and carry data instead. Both print the size that
+# will travel: the tree, .gpu-site.tar.xz and .carry/P-MTP (aside only), and the CARRIED paths.
 set -euo pipefail
 aside=/tmp/hpd-aside
 paths=(P-MTP/model.safetensors docs/images bench/results)
-weights=(assets/hpd-tiny/model-0000{1,2,3}-of-00003.safetensors)
+light_paths=(assets/hpd-tiny/model-0000{1,2,3}-of-00003.safetensors .gpu-site.tar.xz)
 
 move_aside() {
   for p in "$@"; do
@@ -42,12 +42,12 @@ PY
     fi
     move_aside "${paths[@]}"
     carried=("$@")
-    if [ "$mode" = aside ]; then carried+=(.gpu-site.tar.xz .carry/P-MTP); else move_aside "${weights[@]}"; fi
+    if [ "$mode" = aside ]; then carried+=(.gpu-site.tar.xz .carry/P-MTP); else move_aside "${light_paths[@]}"; fi
     size=$(travels "${carried[@]}")
     echo "travels: $size bytes (limit $((64 * 2**20)), $(( (64 * 2**20 - size) / 2**20 )) MiB left)"
     [ "$size" -le $((64 * 2**20)) ] ;;
   back)
-    for p in "${paths[@]}" "${weights[@]}"; do
+    for p in "${paths[@]}" "${light_paths[@]}"; do
       [ -e "$aside/$p" ] || continue
       rm -rf "$p" && mv "$aside/$p" "$p"
     done
