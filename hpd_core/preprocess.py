@@ -61,5 +61,18 @@ def normalize(tile_images: list[Image.Image]) -> torch.Tensor:
     return torch.from_numpy(((arr - MEAN) / STD).transpose(0, 3, 1, 2).copy())
 
 
+def tile_bytes(tile_images: list[Image.Image]) -> torch.Tensor:
+    """RGB tiles -> [T, 3, S, S] uint8: what training's DataLoader workers hand over (a quarter of
+    the float32 bytes); `normalize_bytes` finishes them on the GPU."""
+    return torch.from_numpy(np.stack([np.asarray(t.convert("RGB")) for t in tile_images]).transpose(0, 3, 1, 2).copy())
+
+
+def normalize_bytes(pixels: torch.Tensor) -> torch.Tensor:
+    """`normalize` of `tile_bytes`' uint8 tiles, on their device: the same float32 values."""
+    mean = torch.from_numpy(MEAN).to(pixels.device)[:, None, None]
+    std = torch.from_numpy(STD).to(pixels.device)[:, None, None]
+    return (pixels.float() / 255.0 - mean) / std
+
+
 def preprocess(image: Image.Image, cfg: HPDConfig) -> torch.Tensor:
     return normalize(tiles(image.convert("RGB"), cfg))

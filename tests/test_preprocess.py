@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 
 from hpd_core.config import HPDConfig
-from hpd_core.preprocess import candidate_grids, grid_for, normalize, preprocess, tiles
+from hpd_core.preprocess import candidate_grids, grid_for, normalize, normalize_bytes, preprocess, tile_bytes, tiles
 
 REAL = HPDConfig()
 
@@ -83,3 +83,13 @@ def test_preprocess_converts_to_rgb_and_stacks_tiles():
     white = torch.tensor([(1 - m) / s for m, s in zip((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
     assert torch.allclose(pixels.amax((2, 3)), white.expand(7, 3), atol=1e-5)
     assert torch.allclose(pixels.amin((2, 3)), white.expand(7, 3), atol=1e-5)
+
+
+def test_uint8_tiles_normalised_later_equal_the_reference_normalisation():
+    """Training hands uint8 tiles to the GPU and normalises there: the same float32 values."""
+    rng = np.random.default_rng(0)
+    page = Image.fromarray(rng.integers(0, 256, (900, 700, 3), dtype=np.uint8))
+    cut = tiles(page, REAL)
+    raw = tile_bytes(cut)
+    assert raw.dtype == torch.uint8 and raw.shape == (len(cut), 3, 448, 448)
+    assert torch.equal(normalize_bytes(raw), normalize(cut))

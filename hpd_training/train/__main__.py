@@ -27,6 +27,7 @@ from hpd_core.config import HPDConfig, LLMConfig, VisionConfig
 from hpd_core.engine import Engine
 from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
+from hpd_core.preprocess import normalize_bytes
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.train import distributed
 from hpd_training.train.data import GLYPH_CLASSES, STAGES, PageSource, Pages, Stage, batch_of, glyph_slots, stages
@@ -206,7 +207,9 @@ def draft_losses(model: HPDModel, h: torch.Tensor, following: torch.Tensor, batc
 
 
 def to_device(batch: dict, device, image_id: int) -> dict:
-    return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "image_id": image_id}
+    """The batch on the device, its uint8 tiles normalised there (`preprocess.normalize_bytes`)."""
+    out = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return {**out, "pixels": normalize_bytes(out["pixels"]), "image_id": image_id}
 
 
 def loader(stage: Stage, config: HPDConfig, tok: HPDTokenizer, first_seed: int, workers: int, batch: int,

@@ -15,7 +15,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from hpd_core.config import HPDConfig
 from hpd_core.grammar import Block, drawn_positions
-from hpd_core.preprocess import grid_for, preprocess
+from hpd_core.preprocess import grid_for, tile_bytes, tiles
 from hpd_training.synth import SynthConfig, render_page
 from hpd_training.synth.config import DENSE_LARGE_TYPE, LARGE_TYPE
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
@@ -137,12 +137,12 @@ def stages(real: PageSource | None = None) -> dict[str, Stage]:
     return {**STAGES, "real": real_stage(real)} if real is not None else dict(STAGES)
 
 
-Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # pixels, packed sequence, glyph targets
+Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # uint8 tiles (`tile_bytes`), packed sequence, glyph targets
 
 
 def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sample:
     page = stage.page(seed)
-    pixels = preprocess(page.image, config)
+    pixels = tile_bytes(tiles(page.image.convert("RGB"), config))  # normalised on the device (`to_device`)
     glyphs = glyph_targets(page.glyphs, page.image.size, config)
     image_tokens = pixels.shape[0] * config.tokens_per_tile
     end = [tok.special.im_end]
