@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
@@ -45,22 +46,32 @@ def test_glyph_targets_of_one_tile_put_each_character_in_its_cell_and_half():
     assert int((targets > 0).sum()) == 3                                     # off the page: dropped
 
 
-def test_glyph_targets_of_a_tile_grid_go_to_tile_cell_and_slot():
-    """2x2 tiles of 20 x 20 cells of 32 px, each cell 8 slots: 4 columns of 8 px x 2 rows of 16."""
-    config = bundled_config(Tokenizer.from_file(str(TOKENIZER)))
-    page = (1275, 1650)  # a letter page at 150 DPI: the canvas is 1280 x 1280
-    sx, sy = page[0] / 1280, page[1] / 1280
+def tiled(config, tile: int, side: int):
+    """`config` with pages as side x side tiles of `tile` px (a 1280-px canvas for 640 x 2 and 320 x 4)."""
+    vision = dataclasses.replace(config.vision_config, image_size=tile)
+    return dataclasses.replace(config, vision_config=vision, force_image_size=tile, min_dynamic_patch=side * side,
+                               max_dynamic_patch=side * side, use_thumbnail=False)
+
+
+@pytest.mark.parametrize("tile,side", [(640, 2), (320, 4)])
+def test_glyph_targets_of_a_tile_grid_go_to_tile_cell_and_slot(tile, side):
+    """side x side tiles of 32-px cells (4x4 shuffle of 8-px patches), each cell 8 slots: 4 columns
+    of 8 px x 2 rows of 16, tiles and cells row-major."""
+    config = tiled(bundled_config(Tokenizer.from_file(str(TOKENIZER))), tile, side)
+    page, canvas, per_tile = (1275, 1650), tile * side, (tile // 32) ** 2  # a letter page at 150 DPI
+    sx, sy = page[0] / canvas, page[1] / canvas
 
     def at(x, y, ch):  # canvas px -> page px
         return (x * sx, y * sy, ord(ch))
 
-    glyphs = np.array([at(640 + 44, 18, "A"), at(10, 650, "b"), at(1279, 1279, "é"), at(-5, 10, "z")], np.float32)
+    glyphs = np.array([at(tile + 44, 18, "A"), at(10, tile + 10, "b"), at(canvas - 1, canvas - 1, "é"),
+                       at(-5, 10, "z")], np.float32)
     targets = glyph_targets(glyphs, page, config)
-    assert targets.shape == (1600, 8)
-    assert targets[400 + 1, 1 * 4 + 1] == ord("A") - 32   # tile 1 (top right), cell (0, 1), lower row, column 1
-    assert targets[800, 1] == ord("b") - 32               # tile 2 (bottom left), cell (0, 0), upper row, column 1
-    assert targets[1599, 7] == GLYPH_CLASSES - 1          # tile 3, last cell, last slot
-    assert int((targets > 0).sum()) == 3                  # off the page: dropped
+    assert targets.shape == (side * side * per_tile, 8) and targets.shape[0] == 1600
+    assert targets[per_tile + 1, 1 * 4 + 1] == ord("A") - 32  # tile (0, 1), cell (0, 1), slot row 1, column 1
+    assert targets[side * per_tile, 1] == ord("b") - 32       # tile (1, 0), cell (0, 0), slot row 0, column 1
+    assert targets[-1, 7] == GLYPH_CLASSES - 1                # last tile, last cell, last slot
+    assert int((targets > 0).sum()) == 3                      # off the page: dropped
 
 
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 from PIL import Image
 from tokenizers import Tokenizer
@@ -16,7 +17,7 @@ from hpd_core.preprocess import grid_for
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.train.__main__ import bundled_config, save_run
 from hpd_training.train.widen import main, widen_projector
-from tests.test_train import TOKENIZER
+from tests.test_train import TOKENIZER, tiled
 from tests.tiny import random_like
 
 C, H = 6, 10  # ViT width, LM width
@@ -68,12 +69,13 @@ def one_tile(config):
     return dataclasses.replace(config, downsample_ratio=0.5, min_dynamic_patch=1, max_dynamic_patch=1)
 
 
-def test_the_bundled_layout_is_four_tiles_of_400_tokens_for_portrait_and_landscape_pages():
-    config = bundled_config(Tokenizer.from_file(str(TOKENIZER)))
-    assert config.tokens_per_tile == 400 and config.shuffle_scale == 4
+@pytest.mark.parametrize("tile,side", [(640, 2), (320, 4)])
+def test_a_tile_grid_of_1600_tokens_fits_portrait_and_landscape_pages(tile, side):
+    config = tiled(bundled_config(Tokenizer.from_file(str(TOKENIZER))), tile, side)
+    assert side * side * config.tokens_per_tile == 1600 and config.shuffle_scale == 4
     for page in ((1275, 1650), (1650, 1275), (1240, 1754), (1754, 1240), (768, 1024)):  # letter, A4 at 150 DPI
-        assert grid_for(page, config) == (2, 2), page
-    assert one_tile(config).tokens_per_tile == 1600  # r1-r15: the same prompt length
+        assert grid_for(page, config) == (side, side), page
+    assert one_tile(config).tokens_per_tile == (tile // 16) ** 2  # r1-r15's 640-px tile: 1,600
 
 
 def test_widened_checkpoint_keeps_every_other_tensor_and_prompts_four_tiles(tmp_path):

@@ -4,7 +4,8 @@ device call (docs/training.md); on the machine the folders accumulate and `sourc
 
     python -m hpd_training.train.shards --manifest data/texlive/manifest.json --data data/texlive \\
         --out .carry/real --mb 55 --parts 2
-    python -m hpd_training.train ... --stages real:450 --real-source hpd_training.train.shards:source --real-data .carry/real
+    python -m hpd_training.train ... --stages real:450 --real-source hpd_training.train.shards:source \
+        --real-data .carry/real
 
 Pages are taken in a hash order of (pdf, page), so every part mixes packages; a page goes in only
 when the real-page reader (`hpd_training.realpage.real_page`) takes its one-page PDF.
