@@ -364,11 +364,12 @@ def _table_block(found: table.Table) -> RealBlock:
 
 
 def _columns(flows: list[TextBlock], width: float, body: float) -> int:
-    """2 when most body-size lines lie within one half of the page and both halves have some."""
+    """2 when > 60 % of the body-size lines (>= 20 characters) lie within one half of the page and
+    each half holds > 20 % of them."""
     halves = [0, 0, 0]  # left, right, across
     for b in flows:
         for line in b.lines:
-            if abs(_median_size(line) - body) > 0.6:
+            if abs(_median_size(line) - body) > 0.6 or len(line.ink) < 20:
                 continue
             x0, _, x1, _ = line.bbox
             halves[0 if x1 <= 0.52 * width else 1 if x0 >= 0.48 * width else 2] += 1

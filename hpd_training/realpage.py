@@ -13,10 +13,12 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
+from hpd_core.documents import DEFAULT_DPI
 from hpd_core.grammar import GRID, Block, format_assembled, format_children, format_parent, has_content
 from hpd_training.pagelayout import PageLayout, RealBlock, extract
 
-DPI = 150  # the render DPI of the app, the CLI and evaluation
+DPI = DEFAULT_DPI  # the one render DPI of the app, the CLI and evaluation
+MAX_SIDE = 5000
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,8 +44,11 @@ class RealPage:
 
 
 def render(page: pymupdf.Page, dpi: float = DPI) -> Image.Image:
-    pix = page.get_pixmap(dpi=dpi, alpha=False)
-    return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
+    """RGB at `dpi` as hpd_core.documents renders it, the long side capped at MAX_SIDE px
+    (posters: the model sees a page resized to 1280 px anyway)."""
+    zoom = min(dpi / 72, MAX_SIDE / max(page.rect.width, page.rect.height))
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csRGB, alpha=False)
+    return Image.frombuffer("RGB", (pix.width, pix.height), pix.samples, "raw", "RGB", pix.stride, 1).copy()
 
 
 def to_grid(box: tuple[float, float, float, float], width: float, height: float) -> tuple[int, int, int, int]:
