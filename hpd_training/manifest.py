@@ -3,7 +3,7 @@ body type size, and whether `pagelayout.extract` takes it (or why not).
 
 Selection, deterministic (`texlive.stable_hash` orders everything):
 - train: per training package its first TRAIN_PDFS PDFs, per PDF its first TRAIN_PAGES pages, in
-  hash order.
+  hash order (several pages of one PDF share its fonts in the bundle: ~25 KB a page, not ~60).
 - eval (held-out packages only): per PDF its first EVAL_CANDIDATES pages in hash order; of the
   pages taken, per kind up to EVAL_QUOTA[kind] pages, at most EVAL_PER_PDF per PDF and
   EVAL_PER_PACKAGE per package, in hash order; a kind short of its quota leaves the rest to
@@ -27,7 +27,7 @@ from hpd_training.dockind import kind_of
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
-TRAIN_PDFS, TRAIN_PAGES = 2, 3
+TRAIN_PDFS, TRAIN_PAGES = 1, 6
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}
@@ -80,42 +80,43 @@ class Manifest:
         return "\n".join(lines)
 
 
-def survey(data: Path, pdf: str, package: str, split: str) -> Document:
-    try:
-        with pymupdf.open(data / pdf) as doc:
-            return Document(pdf, package, split, kind_of(doc, pdf, package), doc.page_count)
-    except Exception:  # noqa: BLE001 - any broken PDF is recorded, not fatal
-        return Document(pdf, package, split, "unreadable", 0)
-
-
-def candidates(docs: list[Document]) -> list[tuple[Document, int]]:
-    """The pages to read: TRAIN_PDFS x TRAIN_PAGES per training package, EVAL_CANDIDATES per
-    held-out PDF."""
+def chosen_pdfs(pkgs: list[Package]) -> list[tuple[str, str, str]]:
+    """(pdf, package, split) of the PDFs to read: TRAIN_PDFS per training package, every held-out
+    PDF; in hash order of their paths within a package."""
     out = []
-    by_package: dict[str, list[Document]] = {}
-    for d in docs:
-        if d.pages:
-            by_package.setdefault(d.package, []).append(d)
-    for name, group in sorted(by_package.items()):
-        group.sort(key=lambda d: stable_hash(d.pdf))
-        take, per = (TRAIN_PDFS, TRAIN_PAGES) if group[0].split == "train" else (len(group), EVAL_CANDIDATES)
-        for d in group[:take]:
-            pages = sorted(range(d.pages), key=lambda n: stable_hash(f"{d.pdf}#{n}"))
-            out += [(d, n) for n in pages[:per]]
+    for p in pkgs:
+        pdfs = sorted(p.pdfs, key=stable_hash)
+        out += [(pdf, p.name, p.split) for pdf in (pdfs[:TRAIN_PDFS] if p.split == "train" else pdfs)]
     return out
 
 
-def read_page(data: Path, doc: Document, number: int) -> PageRecord:
-    base = PageRecord(doc.pdf, number, doc.package, doc.split, doc.kind, "ok")
+def page_order(pdf: str, count: int) -> list[int]:
+    return sorted(range(count), key=lambda n: stable_hash(f"{pdf}#{n}"))
+
+
+def read_pdf(data: Path, pdf: str, package: str, split: str) -> tuple[Document, list[PageRecord]]:
+    """The document's kind and its first TRAIN_PAGES (train) or EVAL_CANDIDATES (eval) pages in
+    hash order, each read by `extract` (one open of the file)."""
     try:
-        with pymupdf.open(data / doc.pdf) as pdf:
-            start = time.process_time()
-            layout = extract(pdf[number])
-            seconds = time.process_time() - start
+        doc = pymupdf.open(data / pdf)
+        info = Document(pdf, package, split, kind_of(doc, pdf, package), doc.page_count)
+    except Exception:  # noqa: BLE001 - a broken PDF is recorded, not fatal
+        return Document(pdf, package, split, "unreadable", 0), []
+    with doc:
+        take = TRAIN_PAGES if split == "train" else EVAL_CANDIDATES
+        return info, [read_page(doc, info, n) for n in page_order(pdf, doc.page_count)[:take]]
+
+
+def read_page(pdf: pymupdf.Document, doc: Document, number: int) -> PageRecord:
+    base = PageRecord(doc.pdf, number, doc.package, doc.split, doc.kind, "ok")
+    start = time.process_time()
+    try:
+        layout = extract(pdf[number])
     except Rejected as err:
         return replace(base, status=err.reason)
     except Exception:  # noqa: BLE001 - MuPDF errors on a broken page are a reason, not a crash
         return replace(base, status="error")
+    seconds = time.process_time() - start
     counts = Counter(b.label for b in layout.blocks)
     return replace(base, body_size=layout.body_size, columns=layout.columns, blocks=len(layout.blocks),
                    labels=" ".join(f"{k}:{v}" for k, v in sorted(counts.items())), seconds=round(seconds, 4))
@@ -144,21 +145,19 @@ def choose_evaluation(pages: list[PageRecord]) -> list[PageRecord]:
     return [replace(p, evaluate=(p.pdf, p.page) in chosen) for p in pages]
 
 
-def _survey(args) -> Document:
-    return survey(*args)
-
-
-def _read(args) -> PageRecord:
-    return read_page(*args)
+def _read(args) -> tuple[Document, list[PageRecord]]:
+    return read_pdf(*args)
 
 
 def build(data: Path, workers: int = 2) -> Manifest:
-    pkgs: list[Package] = packages(data)
-    jobs = [(data, pdf, p.name, p.split) for p in pkgs for pdf in p.pdfs]
-    with Pool(workers) as pool:
-        docs = pool.map(_survey, jobs, chunksize=8)
-        pages = pool.map(_read, [(data, d, n) for d, n in candidates(docs)], chunksize=8)
-    manifest = Manifest(choose_evaluation(pages))
+    jobs = [(data, *chosen) for chosen in chosen_pdfs(packages(data))]
+    if workers > 1:
+        with Pool(workers) as pool:
+            read = pool.map(_read, jobs, chunksize=4)
+    else:
+        read = list(map(_read, jobs))
+    docs = [d for d, _ in read]
+    manifest = Manifest(choose_evaluation([p for _, pages in read for p in pages]))
     write(data / NAME, manifest, docs)
     return manifest
 

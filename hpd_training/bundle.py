@@ -1,0 +1,82 @@
+"""The training bundle: the training split's taken pages as small PDFs, to carry to the GPU box.
+
+Per source PDF one file with only its taken pages (`Document.select`, saved with garbage
+collection, deflate and object streams), files in hash order of their source until MAX_BYTES;
+a file over MAX_BYTES_PER_PAGE a page (whole embedded fonts, photographs) is left out. Beside
+them `bundle.json` lists each page: file, page in the file, source PDF and page, package, kind,
+body size.
+
+    python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train
+    # then, on the training machine:
+    from hpd_training.bundle import load_bundle, training_page
+    entries = load_bundle(folder); page = training_page(folder, entries[0])  # a RealPage
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pymupdf
+
+from hpd_training.manifest import NAME, load
+from hpd_training.realpage import DPI, RealPage, real_page
+from hpd_training.texlive import stable_hash
+
+MAX_BYTES = 40_000_000
+MAX_BYTES_PER_PAGE = 100_000
+INDEX = "bundle.json"
+
+
+@dataclass(frozen=True)
+class BundlePage:
+    file: str          # relative to the bundle folder
+    page: int          # 0-based, in `file`
+    source: str        # PDF relative to the TeX Live data folder
+    source_page: int
+    package: str
+    kind: str
+    body_size: float
+
+
+def _file_name(source: str, package: str) -> str:
+    return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
+
+
+def write_bundle(data: Path, to: Path) -> str:
+    """Writes the bundle; returns a summary line."""
+    pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok"]
+    by_pdf: dict[str, list] = {}
+    for p in pages:
+        by_pdf.setdefault(p.pdf, []).append(p)
+    (to / "pdfs").mkdir(parents=True, exist_ok=True)
+    total, entries, skipped = 0, [], 0
+    for pdf in sorted(by_pdf, key=stable_hash):
+        records = sorted(by_pdf[pdf], key=lambda p: p.page)
+        with pymupdf.open(data / pdf) as doc:
+            doc.select([p.page for p in records])
+            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        if len(blob) > MAX_BYTES_PER_PAGE * len(records) or total + len(blob) > MAX_BYTES:
+            skipped += 1
+            continue
+        name = _file_name(pdf, records[0].package)
+        (to / name).write_bytes(blob)
+        total += len(blob)
+        entries += [BundlePage(name, i, pdf, p.page, p.package, p.kind, p.body_size) for i, p in enumerate(records)]
+    (to / INDEX).write_text(json.dumps([asdict(e) for e in entries], indent=0), encoding="utf-8")
+    kinds = dict(Counter(e.kind for e in entries))
+    return (f"{len(entries)} pages of {len({e.package for e in entries})} packages in "
+            f"{len({e.file for e in entries})} files, {total / 1e6:.1f} MB; {skipped} PDFs left out; kinds {kinds}")
+
+
+def load_bundle(folder: Path) -> list[BundlePage]:
+    return [BundlePage(**e) for e in json.loads((folder / INDEX).read_text(encoding="utf-8"))]
+
+
+def training_page(folder: Path, entry: BundlePage, dpi: float = DPI) -> RealPage:
+    """The page as a training sample; raises pagelayout.Rejected (not for pages the manifest took)."""
+    with pymupdf.open(folder / entry.file) as doc:
+        return real_page(doc[entry.page], dpi)
