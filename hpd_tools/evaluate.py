@@ -122,6 +122,7 @@ def truth_key(truth: dict, name: str, number: int) -> str | None:
 def real_samples(manifest: Path, dpi: float) -> list[Sample]:
     """The evaluation pages of a TeX Live manifest, ground truth from their text layers."""
     from hpd_training.manifest import load
+    from hpd_training.pagelayout import Rejected
     from hpd_training.realpage import real_page
     try:
         records = [p for p in load(manifest).pages if p.evaluate]
@@ -131,8 +132,12 @@ def real_samples(manifest: Path, dpi: float) -> list[Sample]:
         raise UsageError(f"--real {manifest}: no pages with evaluate set")
     samples = []
     for record in records:
-        with pymupdf.open(manifest.parent / record.pdf) as doc:
-            page = real_page(doc[record.page], dpi)
+        try:
+            with pymupdf.open(manifest.parent / record.pdf) as doc:
+                page = real_page(doc[record.page], dpi)
+        except Rejected as err:
+            raise UsageError(f"--real {manifest}: {record.pdf} page {record.page} is now rejected "
+                             f"({err.reason}): the manifest is older than the rules; rebuild it") from err
         words = tuple(w for b in page.layout.blocks if b.trained for w in b.words)
         name = f"{record.pdf.split('texlive-doc/')[-1]}#{record.page + 1}"
         samples.append(Sample(name, page.image, page.blocks, record.kind, words))
@@ -151,8 +156,8 @@ def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list,
         summary = aggregate([page])
         text = score_text(result.blocks, sample.words) if sample.words is not None else None
         rows.append({"page": sample.name, **{k: getattr(summary, k) for k in COLUMNS[1:8]},
-                     "kind": sample.kind, "text_edit_distance": text and text.edit_distance,
-                     "word_f1": text and text.word_f1,
+                     "kind": sample.kind, "text_edit_distance": None if text is None else text.edit_distance,
+                     "word_f1": None if text is None else text.word_f1,
                      "tau": result.stats.mean_accepted_length if options.use_mtp else None,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,

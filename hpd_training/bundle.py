@@ -1,7 +1,7 @@
 """The training bundle: the training split's taken pages as small PDFs, to carry to the GPU box.
 
 Per source PDF one file with only its taken pages (`Document.select`, saved with garbage
-collection, deflate and object streams), files in hash order of their source until MAX_BYTES;
+collection, deflate and object streams), files in hash order of their source until MAX_BYTES (`--max-mb`);
 a file over MAX_BYTES_PER_PAGE a page (whole embedded fonts, photographs) is left out. Beside
 them `bundle.json` lists each page: file, page in the file, source PDF and page, package, kind,
 body size.
@@ -46,8 +46,8 @@ def _file_name(source: str, package: str) -> str:
     return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
 
 
-def write_bundle(data: Path, to: Path) -> str:
-    """Writes the bundle; returns a summary line."""
+def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES) -> str:
+    """Writes the bundle of at most `max_bytes`; returns a summary line."""
     pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok"]
     by_pdf: dict[str, list] = {}
     for p in pages:
@@ -59,7 +59,7 @@ def write_bundle(data: Path, to: Path) -> str:
         with pymupdf.open(data / pdf) as doc:
             doc.select([p.page for p in records])
             blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
-        if len(blob) > MAX_BYTES_PER_PAGE * len(records) or total + len(blob) > MAX_BYTES:
+        if len(blob) > MAX_BYTES_PER_PAGE * len(records) or total + len(blob) > max_bytes:
             skipped += 1
             continue
         name = _file_name(pdf, records[0].package)

@@ -2,7 +2,8 @@
 body type size, and whether `pagelayout.extract` takes it (or why not).
 
 Selection, deterministic (`texlive.stable_hash` orders everything):
-- train: per training package its first TRAIN_PDFS PDFs, per PDF its first TRAIN_PAGES pages, in
+- train: of the first TRAIN_PACKAGES training packages in hash order, per package its first
+  TRAIN_PDFS PDFs, per PDF its first TRAIN_PAGES pages, in
   hash order (several pages of one PDF share its fonts in the bundle: ~25 KB a page, not ~60).
 - eval (held-out packages only): per PDF its first EVAL_CANDIDATES pages in hash order; of the
   pages taken, per kind up to EVAL_QUOTA[kind] pages, at most EVAL_PER_PDF per PDF and
@@ -27,7 +28,8 @@ from hpd_training.dockind import kind_of
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
-TRAIN_PDFS, TRAIN_PAGES = 1, 6
+# 600 packages x 6 pages: more than the 40 MB bundle holds (~25-35 KB a page); raise for a larger one
+TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 600, 1, 6
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}
@@ -81,10 +83,12 @@ class Manifest:
 
 
 def chosen_pdfs(pkgs: list[Package]) -> list[tuple[str, str, str]]:
-    """(pdf, package, split) of the PDFs to read: TRAIN_PDFS per training package, every held-out
-    PDF; in hash order of their paths within a package."""
+    """(pdf, package, split) of the PDFs to read: TRAIN_PDFS of each of the first TRAIN_PACKAGES
+    training packages (hash order of names), every held-out PDF; PDFs of a package in hash order
+    of their paths."""
     out = []
-    for p in pkgs:
+    train = sorted((p for p in pkgs if p.split == "train"), key=lambda p: stable_hash(p.name))[:TRAIN_PACKAGES]
+    for p in sorted(train + [p for p in pkgs if p.split == "eval"], key=lambda p: p.name):
         pdfs = sorted(p.pdfs, key=stable_hash)
         out += [(pdf, p.name, p.split) for pdf in (pdfs[:TRAIN_PDFS] if p.split == "train" else pdfs)]
     return out

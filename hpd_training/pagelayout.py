@@ -5,12 +5,12 @@ Steps, each a short function below:
    characters on rotated lines ("rotated"), fewer than 20 characters ("no_text"), raster images
    over >= 60 % of the page ("scanned"), > 2 % replacement or private-use characters
    ("bad_encoding"), more than MAX_BLOCKS blocks ("too_many_blocks").
-2. Regions from the drawings: tables (`find_tables`, >= 2 rows and columns; asked only where
-   >= 2 horizontal rules of one width lie >= 10 pt apart: on a whole page it costs ~0.5-1 s)
-   and images (raster images >= 0.5 % of the
-   page; drawing clusters >= 8 % of the page wide and 4 % high whose text lines cover < 30 % of
-   them, not inside a table). Text lines centred in a region belong to it: a table's become its
-   cells' text, an image's are not content (labels in a figure).
+2. Regions from the drawings: tables (`table`: text lines between horizontal rules in rows and
+   columns) and images: raster images >= 5 % of the page's width and height (not shadows,
+   rules, bullets), and clusters of drawings (filled plain or rounded rectangles left out:
+   backgrounds, coloured boxes) >= 8 % of the page wide and 4 % high, <= 60 % of its area,
+   whose text lines cover < 30 % of them, not inside a table. Text lines centred in a region
+   belong to it: a table's become its cells' text, an image's are not content (figure labels).
 3. The remaining MuPDF blocks, split before each line that starts a list item or changes from
    heading-size to body text and back, and consecutive list blocks joined; each labelled by
    `labels.label_of`.
@@ -138,14 +138,17 @@ def _images(page: pymupdf.Page, drawings: list[dict], blocks: list[TextBlock],
     page_area = _area(tuple(page.rect))
     raster = [tuple(info["bbox"]) for info in page.get_image_info()]
     raster = [_clip(b, page.rect) for b in raster]
-    raster = [b for b in raster if _area(b) >= 0.005 * page_area]
+    raster = [b for b in raster if b[2] - b[0] >= 0.05 * page.rect.width and b[3] - b[1] >= 0.05 * page.rect.height]
     if sum(map(_area, raster)) >= 0.6 * page_area:
         raise Rejected("scanned")
     lines = [line.bbox for b in blocks for line in b.lines]
     vector = []
-    for rect in (page.cluster_drawings(drawings=drawings) if drawings else []):
+    art = [d for d in drawings if not _is_box(d)]
+    for rect in (page.cluster_drawings(drawings=art) if art else []):
         box = _clip(tuple(rect), page.rect)
         if box[2] - box[0] < 0.08 * page.rect.width or box[3] - box[1] < 0.04 * page.rect.height:
+            continue
+        if _area(box) > 0.6 * page_area:  # a frame or background, not a figure
             continue
         if any(_overlap(box, t) > 0.5 * _area(box) for t in tables):
             continue
@@ -153,6 +156,16 @@ def _images(page: pymupdf.Page, drawings: list[dict], blocks: list[TextBlock],
         if covered < 0.3 * _area(box):
             vector.append(box)
     return _merge_boxes(raster + vector)
+
+
+def _is_box(drawing: dict) -> bool:
+    """A filled rectangle, plain or with rounded corners (<= 8 lines and curves), over 40 pt wide:
+    a background, a coloured box behind text (beamer blocks, tcolorbox), a table's shading."""
+    items = drawing["items"]
+    if "f" not in drawing["type"] or drawing["rect"].width < 40:
+        return False
+    return (len(items) == 1 and items[0][0] in ("re", "qu")) or (
+        len(items) <= 8 and all(item[0] in ("l", "c") for item in items))
 
 
 def _clip(box: Box, rect: pymupdf.Rect) -> Box:

@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--max-mb", type=float, default=40.0, help="bundle size limit")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(build(args.out, args.workers).summary())
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6)))
     return 0
 
 
