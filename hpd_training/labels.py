@@ -6,7 +6,8 @@ In the order they are tried (`label_of`):
 
 1. header / footer / page_number: a block of at most 2 lines lying wholly in the top 9 % of the
    page (header) or the bottom 9 % (footer), not larger than 1.25 x body; page_number when its
-   text is a page number (`12`, `- 12 -`, `xii`, `Page 3 of 9`).
+   text is a page number (`12`, `- 12 -`, `xii`, `Page 3 of 9`), also in the top or bottom 15 %
+   when no text lies above it (or below it): LaTeX's default page number sits ~12 % up.
 2. image_caption: the text starts `Figure 3:`, `Fig. 2.`, `Table 1:`, `Listing 4.`, ... (the
    grammar has one caption label, so table captions are image_caption too).
 3. formula: at least half of its non-space characters are math (a TeX math font: CMMI, CMSY,
@@ -30,6 +31,7 @@ from collections import Counter
 from hpd_training.textlayer import Char, TextBlock
 
 MARGIN_BAND = 0.09      # share of the page height holding headers (top) and footers (bottom)
+NUMBER_BAND = 0.15      # ... and page numbers that are the page's top or bottom text
 TITLE_SCALE = 1.15
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(\d{1,4}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7})[-–—\s]*$|"
                           r"^(page|seite|p\.)\s*\d{1,4}(\s*(of|/|von)\s*\d{1,4})?$", re.IGNORECASE)
@@ -87,22 +89,26 @@ def block_text(block: TextBlock) -> str:
     return " ".join(line.text.strip() for line in block.lines)
 
 
-def margin_label(block: TextBlock, page_height: float, body: float) -> str | None:
+def margin_label(block: TextBlock, page_height: float, body: float, outermost: bool = False) -> str | None:
     """header / footer / page_number for a block in the top or bottom band, else None."""
     if len(block.lines) > 2 or block_size(block) > 1.25 * body:
         return None
     _, y0, _, y1 = block.bbox
+    number = is_page_number(block_text(block))
+    if outermost and number and (y1 <= NUMBER_BAND * page_height or y0 >= (1 - NUMBER_BAND) * page_height):
+        return "page_number"
     top, bottom = y1 <= MARGIN_BAND * page_height, y0 >= (1 - MARGIN_BAND) * page_height
     if not (top or bottom):
         return None
-    if is_page_number(block_text(block)):
+    if number:
         return "page_number"
     return "header" if top else "footer"
 
 
-def label_of(block: TextBlock, page_height: float, body: float) -> str:
-    """The label of a text block (rules 1-6 of the module docstring)."""
-    if margin := margin_label(block, page_height, body):
+def label_of(block: TextBlock, page_height: float, body: float, outermost: bool = False) -> str:
+    """The label of a text block (rules 1-6 of the module docstring); `outermost`: no text block
+    lies above it, or none below it."""
+    if margin := margin_label(block, page_height, body, outermost):
         return margin
     text = block_text(block)
     if is_caption(text):

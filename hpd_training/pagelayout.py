@@ -250,7 +250,9 @@ def _ordered(flows: list[TextBlock], tables: list, images: list[Box], height: fl
         if kept:
             pieces += _split(TextBlock(tuple(kept), _union(line.bbox for line in kept)), body)
     pieces = _join_lists_pieces(pieces, height, body)
-    out = [_text_block(p, height, body) if isinstance(p, TextBlock)
+    texts = [p for p in pieces if isinstance(p, TextBlock)]
+    outer = {id(min(texts, key=lambda b: b.bbox[1])), id(max(texts, key=lambda b: b.bbox[3]))} if texts else set()
+    out = [_text_block(p, height, body, id(p) in outer) if isinstance(p, TextBlock)
            else _table_block(tables[p]) for p in pieces]
     out = _merge_formulas(out, body)
     for box in images:
@@ -316,8 +318,8 @@ def _image_place(blocks: list[RealBlock], box: Box) -> int:
 
 # ---- content ---------------------------------------------------------------------------
 
-def _text_block(block: TextBlock, height: float, body: float) -> RealBlock:
-    label = labels.label_of(block, height, body)
+def _text_block(block: TextBlock, height: float, body: float, outermost: bool) -> RealBlock:
+    label = labels.label_of(block, height, body, outermost)
     pairs = _joined(block.lines, items=label == "list")
     text = "".join(c for c, _ in pairs)
     ink = [ch for _, ch in pairs if ch is not None and not ch.c.isspace()]

@@ -196,3 +196,14 @@ def test_captions(text, caption):
                                         ("The end.", False)])
 def test_item_markers(text, item):
     assert labels.starts_item(text) is item
+
+
+def test_page_number_at_latex_default_height_is_a_page_number_when_nothing_lies_below():
+    doc, page = new_page()
+    paragraph(page, (72, 100, 540, 300))
+    page.insert_text((300, 700), "4", fontsize=10, fontname="tiro")  # 88 % down: above the 9 % band
+    assert [label for label, _ in labelled(page)] == ["text", "page_number"]
+    doc, page = new_page()
+    page.insert_text((300, 690), "4", fontsize=10, fontname="tiro")
+    paragraph(page, (72, 700, 540, 760))  # text below it: a number in the text
+    assert [label for label, _ in labelled(page)][0] == "text"
