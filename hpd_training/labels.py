@@ -33,7 +33,7 @@ from hpd_training.textlayer import Char, TextBlock
 MARGIN_BAND = 0.09      # share of the page height holding headers (top) and footers (bottom)
 NUMBER_BAND = 0.15      # ... and page numbers that are the page's top or bottom text
 TITLE_SCALE = 1.15
-_PAGE_NUMBER = re.compile(r"^[-–—\s]*(\d{1,4}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7})[-–—\s]*$|"
+_PAGE_NUMBER = re.compile(r"^[-–—\s]*(\d{1,3}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7})[-–—\s]*$|"
                           r"^(page|seite|p\.)\s*\d{1,4}(\s*(of|/|von)\s*\d{1,4})?$", re.IGNORECASE)
 _CAPTION = re.compile(r"^(figure|fig\.|table|tab\.|listing|algorithm|abbildung|abb\.|tabelle|"
                       r"tableau|figura|tabla)\s*[\dIVX]+(\.\d+)*\s*[.:|—–-]", re.IGNORECASE)
