@@ -8,14 +8,18 @@ unpacked (`fetch`), listed as TeX Live packages (`packages`) and split by packag
 A TeX Live package is a CTAN folder `usr/share/doc/texlive-doc/<area>/<package>/`; its name
 without the area is the split key (`latex/base` and `latex-dev/base` hold the same documents).
 A package is held out (split "eval", never trained on) when the first 8 hex digits of the
-SHA-256 of its name, mod 100, are below HELD_OUT_PERCENT; the rest is "train". The split does
-not depend on what else was fetched, so a rebuild from a clean checkout gives the same one.
+SHA-256 of its name, mod 100, are below HELD_OUT_PERCENT, or below PUBLISHERS_HELD_OUT_PERCENT
+for a package of texlive-publishers-doc (journal and thesis classes: nearly all two-column
+papers of the corpus are their samples; at 10 % none was held out); the rest is "train". Which
+Debian package holds which TeX Live package is listed by `fetch` in `debs.json` (from
+`dpkg-deb -c`). The split depends on nothing else, so a rebuild gives the same one.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,20 +39,25 @@ DEBIAN_PACKAGES = (
 )
 DOC_ROOT = Path("root/usr/share/doc/texlive-doc")  # inside the data folder
 HELD_OUT_PERCENT = 10
+PUBLISHERS = "texlive-publishers-doc"
+PUBLISHERS_HELD_OUT_PERCENT = 30
+DEBS = "debs.json"
 
 
 @dataclass(frozen=True)
 class Package:
     name: str                # CTAN folder name, the split key
     pdfs: tuple[str, ...]    # paths relative to the data folder, sorted
+    debs: tuple[str, ...] = ()  # the Debian packages holding it
 
     @property
     def split(self) -> str:
-        return split_of(self.name)
+        return split_of(self.name, self.debs)
 
 
-def split_of(name: str) -> str:
-    return "eval" if int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 100 < HELD_OUT_PERCENT else "train"
+def split_of(name: str, debs: Sequence[str] = ()) -> str:
+    percent = PUBLISHERS_HELD_OUT_PERCENT if PUBLISHERS in debs else HELD_OUT_PERCENT
+    return "eval" if int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 100 < percent else "train"
 
 
 def stable_hash(text: str) -> int:
@@ -67,21 +76,38 @@ def fetch(out: Path) -> list[Path]:
     files = sorted(f for p in DEBIAN_PACKAGES for f in debs.glob(f"{p}_*.deb"))
     for deb in files:
         subprocess.run(["dpkg", "-x", str(deb), str(out / "root")], check=True)
+    write_debs(out, files)
     return files
 
 
+def write_debs(out: Path, files: Sequence[Path]) -> None:
+    """out/DEBS: TeX Live package name -> the Debian packages holding it (`dpkg-deb -c`)."""
+    holders: dict[str, set[str]] = {}
+    prefix = "./" + str(DOC_ROOT.relative_to("root")) + "/"
+    for deb in files:
+        listing = subprocess.run(["dpkg-deb", "-c", str(deb)], check=True, capture_output=True, text=True).stdout
+        for line in listing.splitlines():
+            path = line.split()[-1]
+            parts = path[len(prefix):].split("/") if path.startswith(prefix) else []
+            if len(parts) >= 3:
+                holders.setdefault(parts[1], set()).add(deb.name.split("_")[0])
+    (out / DEBS).write_text(json.dumps({k: sorted(v) for k, v in sorted(holders.items())}, indent=0))
+
+
 def packages(data: Path) -> list[Package]:
-    """TeX Live packages with PDFs under data/DOC_ROOT, sorted by name; areas joined by name."""
+    """TeX Live packages with PDFs under data/DOC_ROOT, sorted by name; areas joined by name;
+    their Debian packages from data/DEBS when it exists."""
     found: dict[str, list[str]] = {}
     for pdf in (data / DOC_ROOT).glob("*/*/**/*.pdf"):
         name = pdf.relative_to(data / DOC_ROOT).parts[1]
         found.setdefault(name, []).append(str(pdf.relative_to(data)))
-    return [Package(name, tuple(sorted(pdfs))) for name, pdfs in sorted(found.items())]
+    holders = json.loads((data / DEBS).read_text()) if (data / DEBS).exists() else {}
+    return [Package(name, tuple(sorted(pdfs)), tuple(holders.get(name, ()))) for name, pdfs in sorted(found.items())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpd_training.texlive", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("fetch", "manifest", "bundle"))
+    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle"))
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
@@ -90,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fetch":
         for deb in fetch(args.out):
             print(deb)
+    elif args.command == "debs":  # list debs.json again for data fetched before it existed
+        write_debs(args.out, sorted((args.out / "debs").glob("*.deb")))
     elif args.command == "manifest":
         from hpd_training.manifest import build
         print(build(args.out, args.workers).summary())

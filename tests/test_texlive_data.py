@@ -36,10 +36,12 @@ def kind(tmp_path, name="doc.pdf", package="pkg", **kw) -> str:
         return dockind.kind_of(doc, name, package)
 
 
-def test_split_is_by_package_name_and_about_a_tenth_is_held_out():
+def test_split_is_by_package_name_a_tenth_held_out_and_three_tenths_of_publishers():
     names = [f"package{i}" for i in range(2000)]
-    held = [n for n in names if split_of(n) == "eval"]
-    assert 150 < len(held) < 250 and all(split_of(n) == split_of(n) for n in held)
+    held = {n for n in names if split_of(n) == "eval"}
+    publishers = {n for n in names if split_of(n, ("texlive-publishers-doc",)) == "eval"}
+    assert 150 < len(held) < 250 and 500 < len(publishers) < 700 and held <= publishers
+    assert {n for n in names if split_of(n, ("texlive-latex-extra-doc",)) == "eval"} == held
 
 
 def test_packages_join_areas_by_folder_name(tmp_path):
