@@ -150,9 +150,9 @@ def test_record_glyphs_are_image_pixels_at_the_render_dpi_and_spell_each_child()
     assert sample.image.size == (round(612 * DPI / 72), round(792 * DPI / 72))
     ink = sum(len(re.sub(r"\s", "", t)) for t in sample.children_texts)
     assert sample.glyphs.shape == (ink, 3) and sample.glyphs.dtype == np.float32
-    # "Title" is drawn at x = 72 pt: its first glyph centre is a little right of 150 px
+    # "Title" is drawn at x = 72 pt (DPI px): its first glyph centre is a little right of that
     first = next(g for g in sample.glyphs if chr(int(g[2])) == "T")
-    assert 150 < first[0] < 150 + 18 * DPI / 72 and first[1] < 110 * DPI / 72
+    assert DPI < first[0] < DPI + 18 * DPI / 72 and first[1] < 110 * DPI / 72
     for text, glyphs in zip(sample.children_texts, sample.child_glyphs):
         assert len(glyphs) == len(re.sub(r"\s", "", text))
     assert parse_blocks(sample.assembled_text) == [b for b in sample.blocks]
