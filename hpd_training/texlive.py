@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--max-mb", type=float, default=40.0, help="bundle size limit")
+    parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):
