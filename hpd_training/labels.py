@@ -1,7 +1,8 @@
 """The label rules: which grammar label a block of a real page's text layer gets.
 
 All rules look at the block's characters (size, weight, math font), its text and its position on
-the page; sizes are relative to the page's body size (the most common type size, by characters).
+the page; sizes are relative to the page's body size (the most common type size by characters,
+of the lines with >= 25 characters).
 In the order they are tried (`label_of`):
 
 1. header / footer / page_number: a block of at most 2 lines lying wholly in the top 9 % of the
@@ -28,11 +29,12 @@ import re
 import unicodedata
 from collections import Counter
 
-from hpd_training.textlayer import Char, TextBlock
+from hpd_training.textlayer import Char, Line, TextBlock
 
 MARGIN_BAND = 0.09      # share of the page height holding headers (top) and footers (bottom)
 NUMBER_BAND = 0.15      # ... and page numbers that are the page's top or bottom text
 TITLE_SCALE = 1.15
+BODY_LINE = 25          # characters of a line that counts for the body size
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(\d{1,3}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7})[-–—\s]*$|"
                           r"^(page|seite|p\.)\s*\d{1,4}(\s*(of|/|von)\s*\d{1,4})?$", re.IGNORECASE)
 _CAPTION = re.compile(r"^(figure|fig\.|table|tab\.|listing|algorithm|abbildung|abb\.|tabelle|"
@@ -41,9 +43,12 @@ _MARKER = re.compile(r"^(?:[•◦▪▫‣∙·●○■□►▶➢➤✓✗�
                      r"\((?:\d{1,3}|[a-z]|[ivx]{1,5})\)\s)")
 
 
-def body_size(chars: list[Char]) -> float:
-    """The most common type size of the page's non-space characters, to 0.5 pt (ties: smaller)."""
-    counts = Counter(round(ch.size * 2) / 2 for ch in chars if not ch.c.isspace())
+def body_size(lines: list[Line]) -> float:
+    """The most common type size, to 0.5 pt (ties: smaller), of the non-space characters of the
+    lines holding >= BODY_LINE characters (prose; a letterhead's or footer's short lines in
+    small type are not the body), or of all lines when none is that long."""
+    long = [line for line in lines if len(line.ink) >= BODY_LINE] or lines
+    counts = Counter(round(ch.size * 2) / 2 for line in long for ch in line.ink)
     if not counts:
         return 0.0
     return min(counts, key=lambda s: (-counts[s], s))

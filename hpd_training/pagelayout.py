@@ -79,7 +79,7 @@ def extract(page: pymupdf.Page) -> PageLayout:
     drawings = page.get_drawings()
     tables = _tables(drawings, blocks, height)
     images = _images(page, drawings, blocks, [t.bbox for t in tables])
-    body = labels.body_size(chars)
+    body = labels.body_size([line for b in blocks for line in b.lines])
     flows = [b for b in (_strip_rotated(b) for b in blocks) if b is not None]
     out = _ordered(flows, tables, images, height, body)
     if len(out) > MAX_BLOCKS:

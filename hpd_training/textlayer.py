@@ -2,7 +2,8 @@
 
 Read with `rawdict` without TEXT_PRESERVE_LIGATURES, so MuPDF splits ligature glyphs into their
 letters; any ligature code point left (U+FB00-FB06) is expanded here, its letters sharing the
-glyph's box. Spaces are MuPDF's (TeX writes none; MuPDF inserts them at word gaps) and are kept
+glyph's box; a spacing accent drawn over the next letter is composed with it (`compose_accents`:
+old TeX fonts draw `\\"o` as `¨` + `o`). Spaces are MuPDF's (TeX writes none; MuPDF inserts them at word gaps) and are kept
 in the text but carry no glyph. Order is the content stream's, which for TeX output is the
 typesetting order: columns one after another, footnotes after the body.
 """
@@ -10,11 +11,16 @@ typesetting order: columns one after another, footnotes after the body.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import pymupdf
 
 FLAGS = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+# spacing accents -> their combining marks
+ACCENTS = {"\u00a8": "\u0308", "\u00b4": "\u0301", "`": "\u0300", "\u02c6": "\u0302", "^": "\u0302",
+           "\u02dc": "\u0303", "~": "\u0303", "\u00b8": "\u0327", "\u02c7": "\u030c", "\u02d8": "\u0306",
+           "\u00af": "\u0304", "\u02d9": "\u0307", "\u02da": "\u030a", "\u02dd": "\u030b", "\u02db": "\u0328"}
 LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
              "\ufb05": "st", "\ufb06": "st"}
 # fonts of TeX math and symbols (Computer Modern, AMS, Latin Modern, STIX, TX/PX, Euler, rsfs ...)
@@ -80,8 +86,26 @@ def _chars(span: dict) -> list[Char]:
     return out
 
 
+def compose_accents(chars: list[Char]) -> list[Char]:
+    """A spacing accent drawn over the next letter (TeX's OT1 `\\"o` writes `¨` then `o`) becomes
+    one composed character (`ö`) at the letter's place; an accent standing apart stays."""
+    out: list[Char] = []
+    i = 0
+    while i < len(chars):
+        ch, nxt = chars[i], chars[i + 1] if i + 1 < len(chars) else None
+        mark = ACCENTS.get(ch.c)
+        if mark and nxt is not None and nxt.c.isalpha() and abs(ch.x - nxt.x) < 0.35 * nxt.size:
+            composed = unicodedata.normalize("NFC", nxt.c + mark)
+            out.append(Char(composed if len(composed) == 1 else nxt.c, nxt.x, nxt.y, nxt.size, nxt.bold, nxt.math))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return out
+
+
 def _line(raw: dict) -> Line:
-    chars = tuple(ch for span in raw["spans"] for ch in _chars(span))
+    chars = tuple(compose_accents([ch for span in raw["spans"] for ch in _chars(span)]))
     dx, dy = raw["dir"]
     return Line(chars, tuple(raw["bbox"]), abs(dy) < 1e-3 and dx > 0)
 

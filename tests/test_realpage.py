@@ -15,7 +15,7 @@ from hpd_core.grammar import has_content, parse_blocks
 from hpd_training import labels
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.realpage import DPI, real_page
-from hpd_training.textlayer import Char, is_math_font
+from hpd_training.textlayer import Char, Line, compose_accents, is_math_font
 
 TTF = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 PROSE = ("Reading order follows the content stream of the page, which is the order in which TeX "
@@ -173,9 +173,23 @@ def test_pages_the_rules_cannot_handle_are_rejected_with_a_reason(make, reason):
     assert err.value.reason == reason
 
 
-def test_body_size_is_the_most_common_size_by_characters():
-    chars = [Char("a", 0, 0, 10.02, False, False)] * 30 + [Char("b", 0, 0, 18, True, False)] * 10
-    assert labels.body_size(chars) == 10.0
+def line_of(text: str, size: float) -> Line:
+    return Line(tuple(Char(c, 0, 0, size, False, False) for c in text), (0, 0, 1, 1), True)
+
+
+def test_body_size_is_the_most_common_size_of_long_lines_by_characters():
+    prose = [line_of("a" * 30, 10.02)] * 3 + [line_of("b" * 40, 18)]
+    footer = [line_of("tiny", 6)] * 100  # a letterhead's short lines in small type
+    assert labels.body_size(prose + footer) == 10.0
+    assert labels.body_size(footer) == 6.0
+
+
+def test_spacing_accent_over_the_next_letter_is_composed_with_it():
+    a = Char("\u00a8", 10.0, 0, 10, False, False)
+    o = Char("o", 10.5, 0, 10, False, False)
+    quote = Char("`", 3.0, 0, 10, False, False)
+    assert [c.c for c in compose_accents([Char("h", 5, 0, 10, False, False), a, o])] == ["h", "\u00f6"]
+    assert [c.c for c in compose_accents([quote, o])] == ["`", "o"]  # apart: a backquote
 
 
 @pytest.mark.parametrize("text, number", [("12", True), ("– 12 –", True), ("xiv", True), ("Page 3 of 9", True),
