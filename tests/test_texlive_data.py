@@ -66,6 +66,18 @@ def test_kinds_of_document(tmp_path, kw, expected):
     assert kind(tmp_path, **kw) == expected
 
 
+def test_paper_set_in_two_columns_is_paper_2col(tmp_path):
+    doc = pymupdf.open()
+    for n in range(2):
+        page = doc.new_page(width=612, height=792)
+        head = "Abstract\n" if n == 0 else "References\n"
+        for x0 in (50, 316):
+            page.insert_textbox(pymupdf.Rect(x0, 60, x0 + 246, 700), head + PROSE * 3, fontsize=10, fontname="tiro")
+    doc.save(tmp_path / "paper.pdf")
+    with pymupdf.open(tmp_path / "paper.pdf") as doc:
+        assert dockind.columns(doc[0]) == 2 and dockind.kind_of(doc, "paper.pdf", "pkg") == "paper-2col"
+
+
 def record(pdf: str, page: int, package: str, kind: str) -> PageRecord:
     return PageRecord(pdf, page, package, "eval", kind, "ok")
 
