@@ -8,7 +8,9 @@ In the order they are tried (`label_of`):
 1. header / footer / page_number: a block of at most 2 lines lying wholly in the top 9 % of the
    page (header) or the bottom 9 % (footer), not larger than 1.25 x body; page_number when its
    text is a page number (`12`, `- 12 -`, `xii`, `Page 3 of 9`), also in the top or bottom 15 %
-   when no text lies above it (or below it): LaTeX's default page number sits ~12 % up.
+   when no text lies above it (or below it): LaTeX's default page number sits ~12 % up; so
+   does a running head on one row with its page number, not bold (`7. Printing 66`,
+   `12 Introduction`; a bold `2 Related Work` is a section title).
 2. image_caption: the text starts `Figure 3:`, `Fig. 2.`, `Table 1:`, `Listing 4.`, ... (the
    grammar has one caption label, so table captions are image_caption too).
 3. formula: at least half of its non-space characters are math (a TeX math font: CMMI, CMSY,
@@ -37,6 +39,7 @@ TITLE_SCALE = 1.15
 BODY_LINE = 25          # characters of a line that counts for the body size
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(\d{1,3}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7})[-–—\s]*$|"
                           r"^(page|seite|p\.)\s*\d{1,4}(\s*(of|/|von)\s*\d{1,4})?$", re.IGNORECASE)
+_RUNNING_HEAD = re.compile(r"^\d{1,3}\s+\D.*\D$|\S\s+\d{1,3}$")  # "12 Chapter title", "7. Title 66"
 _CAPTION = re.compile(r"^(figure|fig\.|table|tab\.|listing|algorithm|abbildung|abb\.|tabelle|"
                       r"tableau|figura|tabla)\s*[\dIVX]+(\.\d+)*\s*[.:|—–-]", re.IGNORECASE)
 _MARKER = re.compile(r"^(?:[•◦▪▫‣∙·●○■□►▶➢➤✓✗⋆★∗]\s*|[-–—*]\s+|(?:\d{1,3}|[a-z]|[ivx]{1,5})[.)]\s|"
@@ -99,9 +102,15 @@ def margin_label(block: TextBlock, page_height: float, body: float, outermost: b
     if len(block.lines) > 2 or block_size(block) > 1.25 * body:
         return None
     _, y0, _, y1 = block.bbox
-    number = is_page_number(block_text(block))
-    if outermost and number and (y1 <= NUMBER_BAND * page_height or y0 >= (1 - NUMBER_BAND) * page_height):
+    text = block_text(block)
+    number = is_page_number(text)
+    near_top, near_bottom = y1 <= NUMBER_BAND * page_height, y0 >= (1 - NUMBER_BAND) * page_height
+    if outermost and number and (near_top or near_bottom):
         return "page_number"
+    one_row = max(line.bbox[3] for line in block.lines) - min(line.bbox[3] for line in block.lines) < 1.5
+    if (outermost and one_row and _RUNNING_HEAD.search(text) and bold_share(block) < 0.5
+            and (near_top or near_bottom)):
+        return "header" if near_top else "footer"
     top, bottom = y1 <= MARGIN_BAND * page_height, y0 >= (1 - MARGIN_BAND) * page_height
     if not (top or bottom):
         return None

@@ -221,3 +221,14 @@ def test_page_number_at_latex_default_height_is_a_page_number_when_nothing_lies_
     page.insert_text((300, 690), "4", fontsize=10, fontname="tiro")
     paragraph(page, (72, 700, 540, 760))  # text below it: a number in the text
     assert [label for label, _ in labelled(page)][0] == "text"
+
+
+def test_running_head_with_its_page_number_below_the_top_band_is_a_header():
+    doc, page = new_page(595, 842)
+    page.insert_text((90, 92), "7. Printing the Thesis 66", fontsize=11, fontname="tiro")  # 11 % down
+    paragraph(page, (90, 120, 505, 300), size=11)
+    assert [label for label, _ in labelled(page)] == ["header", "text"]
+    doc, page = new_page(595, 842)
+    page.insert_text((90, 92), "1. A list item at the top of the page", fontsize=11, fontname="tiro")
+    paragraph(page, (90, 120, 505, 300), size=11)
+    assert [label for label, _ in labelled(page)][0] == "list"
