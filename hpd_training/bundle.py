@@ -10,6 +10,7 @@ them `bundle.json` lists each page: file, page in the file, source PDF and page,
 body size.
 
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train
+    python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   # write_evaluation
     # then, on the training machine:
     from hpd_training.bundle import load_bundle, training_page
     entries = load_bundle(folder); page = training_page(folder, entries[0])  # a RealPage
@@ -20,12 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pymupdf
 
-from hpd_training.manifest import NAME, load
+from hpd_training.manifest import NAME, Manifest, load, write
 from hpd_training.realpage import DPI, RealPage, real_page
 from hpd_training.texlive import stable_hash
 
@@ -76,6 +77,28 @@ def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES) -> str:
     kinds = dict(Counter(e.kind for e in entries))
     return (f"{len(entries)} pages of {len({e.package for e in entries})} packages in "
             f"{len({e.file for e in entries})} files, {total / 1e6:.1f} MB; {skipped} PDFs left out; kinds {kinds}")
+
+
+def write_evaluation(data: Path, to: Path) -> str:
+    """The evaluation pages (`evaluate` set) as small PDFs under `to` with their own manifest, so
+    `hpd-eval --real to/manifest.json` runs without the 1.7 GB corpus; returns a summary line."""
+    chosen = [p for p in load(data / NAME).pages if p.evaluate]
+    by_pdf: dict[str, list] = {}
+    for p in chosen:
+        by_pdf.setdefault(p.pdf, []).append(p)
+    (to / "pdfs").mkdir(parents=True, exist_ok=True)
+    records, total = [], 0
+    for pdf, group in sorted(by_pdf.items()):
+        group = sorted(group, key=lambda p: p.page)
+        with pymupdf.open(data / pdf) as doc:
+            doc.select([p.page for p in group])
+            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        name = _file_name(pdf, group[0].package)
+        (to / name).write_bytes(blob)
+        total += len(blob)
+        records += [replace(p, pdf=name, page=i) for i, p in enumerate(group)]
+    write(to / NAME, Manifest(records), [])
+    return f"{len(records)} evaluation pages in {len(by_pdf)} files, {total / 1e6:.1f} MB"
 
 
 def load_bundle(folder: Path) -> list[BundlePage]:

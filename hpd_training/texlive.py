@@ -4,6 +4,7 @@ unpacked (`fetch`), listed as TeX Live packages (`packages`) and split by packag
     python -m hpd_training.texlive fetch --out data/texlive      # ~1.3 GB of .deb, 1.7 GB unpacked
     python -m hpd_training.texlive manifest --out data/texlive   # pages, kinds, splits (manifest.py)
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train   (bundle.py)
+    python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   (the evaluation pages)
 
 A TeX Live package is a CTAN folder `usr/share/doc/texlive-doc/<area>/<package>/`; its name
 without the area is the split key (`latex/base` and `latex-dev/base` hold the same documents).
@@ -107,7 +108,7 @@ def packages(data: Path) -> list[Package]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpd_training.texlive", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle"))
+    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset"))
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
@@ -121,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "manifest":
         from hpd_training.manifest import build
         print(build(args.out, args.workers).summary())
+    elif args.command == "evalset":
+        from hpd_training.bundle import write_evaluation
+        print(write_evaluation(args.out, args.to))
     else:
         from hpd_training.bundle import write_bundle
         print(write_bundle(args.out, args.to, int(args.max_mb * 1e6)))

@@ -12,7 +12,7 @@ import pymupdf
 import pytest
 
 from hpd_training import dockind, manifest
-from hpd_training.bundle import load_bundle, training_page, write_bundle
+from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation
 from hpd_training.manifest import PageRecord, build, choose_evaluation
 from hpd_training.realpage import real_page
 from hpd_training.texlive import DOC_ROOT, packages, split_of
@@ -116,3 +116,18 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
         with pymupdf.open(tmp_path / entry.source) as doc:
             source = real_page(doc[entry.source_page])
         assert ours.blocks == source.blocks and np.array_equal(ours.glyphs, source.glyphs)
+
+
+def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest, "EVAL_QUOTA", {"manual": 3})
+    names = [n for n in (f"pkg{i}" for i in range(60)) if split_of(n) == "eval"][:2]
+    for name in names:
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=5)
+    chosen = [p for p in build(tmp_path, workers=1).pages if p.evaluate]
+    assert len(chosen) == 3
+    write_evaluation(tmp_path, tmp_path / "eval")
+    copied = manifest.load(tmp_path / "eval" / manifest.NAME).pages
+    assert [p.evaluate for p in copied] == [True] * 3
+    for ours, source in zip(copied, sorted(chosen, key=lambda p: (p.pdf, p.page))):
+        with pymupdf.open(tmp_path / "eval" / ours.pdf) as a, pymupdf.open(tmp_path / source.pdf) as b:
+            assert real_page(a[ours.page]).blocks == real_page(b[source.page]).blocks
