@@ -2,13 +2,18 @@
 
     hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|sparse|simple|lines]
     hpd-eval [--model PATH] --gt truth.json --inputs scan.png report.pdf
+    hpd-eval [--model PATH] --real data/texlive/manifest.json [--dpi 150]
 
 Ground truth comes from the synthetic generator (seeds from --seed; the default 20,000,000 is
 the training's held-out range) or from a JSON file mapping each input's file name to the
 blocks of its page; page N > 1 of a PDF or TIFF is keyed "name#N". Blocks are a list of
 {"label", "bbox": [x1,y1,x2,y2] on the 0-1000 grid, "text"}, or an hpd-parse page JSON (whose
 "bbox_1000" is used), so a corrected hpd-parse output serves as ground truth. Only pages with
-ground truth are parsed.
+ground truth are parsed. --real takes the held-out TeX Live pages of a manifest
+(`python -m hpd_training.texlive manifest`; the pages with `evaluate` set, their PDFs under the
+manifest's folder) with their text layers as ground truth (hpd_training.pagelayout), and adds
+the text scores of `metrics.score_text` (text edit distance and word F1 of the page's text,
+words read by type size) in tables by kind of document and by type size.
 
 Scores (metrics.py): page edit distance (micro-averaged), block precision/recall/F1 at
 IoU >= 0.5, label accuracy of matched blocks, reading-order distance, table TEDS; with P-MTP,
@@ -26,6 +31,8 @@ import datetime
 import io
 import json
 import sys
+
+import pymupdf
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -38,7 +45,7 @@ from hpd_tools.files import safe_name, write_atomic
 from hpd_tools.forms import UsageError, add_option_arguments, options_from_args
 from hpd_core.documents import DEFAULT_DPI, DocumentError, count_pages, iter_pages
 from hpd_core.grammar import Block, format_assembled
-from hpd_tools.metrics import aggregate, edits_by_kind, evaluate_page
+from hpd_tools.metrics import SIZE_BUCKETS, aggregate, aggregate_text, edits_by_kind, evaluate_page, score_text
 from hpd_core.result import Stats
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
@@ -48,7 +55,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "label_accuracy": (0.95, True), "teds": (0.90, True),
            "tau": (4.0, True)}
 COLUMNS = ("page", "edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds",
-           "tau", "gt_blocks", "pred_blocks", "tokens", "seconds")
+           "tau", "gt_blocks", "pred_blocks", "tokens", "seconds", "kind", "text_edit_distance", "word_f1")
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,8 @@ class Sample:
     name: str             # "synth-20000003", "scan.png", "report.pdf#2"
     image: Image.Image
     truth: list[Block]
+    kind: str = ""        # real pages: kind of document (hpd_training.dockind)
+    words: tuple[tuple[str, float], ...] | None = None  # real pages: scored (word, type size pt)
 
 
 # ---- ground truth -------------------------------------------------------------------------
@@ -110,23 +119,53 @@ def truth_key(truth: dict, name: str, number: int) -> str | None:
     return next((k for k in keys if k in truth), None)
 
 
+def real_samples(manifest: Path, dpi: float) -> list[Sample]:
+    """The evaluation pages of a TeX Live manifest, ground truth from their text layers."""
+    from hpd_training.manifest import load
+    from hpd_training.pagelayout import Rejected
+    from hpd_training.realpage import real_page
+    try:
+        records = [p for p in load(manifest).pages if p.evaluate]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"--real {manifest}: {err}") from err
+    if not records:
+        raise UsageError(f"--real {manifest}: no pages with evaluate set")
+    samples = []
+    for record in records:
+        try:
+            with pymupdf.open(manifest.parent / record.pdf) as doc:
+                page = real_page(doc[record.page], dpi)
+        except Rejected as err:
+            raise UsageError(f"--real {manifest}: {record.pdf} page {record.page} is now rejected "
+                             f"({err.reason}): the manifest is older than the rules; rebuild it") from err
+        words = tuple(w for b in page.layout.blocks if b.trained for w in b.words)
+        name = f"{record.pdf.split('texlive-doc/')[-1]}#{record.page + 1}"
+        samples.append(Sample(name, page.image, page.blocks, record.kind, words))
+    return samples
+
+
 # ---- scoring ------------------------------------------------------------------------------
 
-def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list, list]:
-    """Per-page rows (COLUMNS + texts), PageScores and decoding Stats, parsing each sample."""
-    rows, scores, stats = [], [], []
+def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list, list, list]:
+    """Per-page rows (COLUMNS + texts), PageScores, decoding Stats and TextScores (None for pages
+    without scored words), parsing each sample."""
+    rows, scores, stats, texts = [], [], [], []
     for sample in tqdm(samples, unit="page", file=sys.stderr, dynamic_ncols=True):
         result = engine.parse(sample.image, options)
         page = evaluate_page(result.blocks, sample.truth)
         summary = aggregate([page])
+        text = score_text(result.blocks, sample.words) if sample.words is not None else None
         rows.append({"page": sample.name, **{k: getattr(summary, k) for k in COLUMNS[1:8]},
+                     "kind": sample.kind, "text_edit_distance": None if text is None else text.edit_distance,
+                     "word_f1": None if text is None else text.word_f1,
                      "tau": result.stats.mean_accepted_length if options.use_mtp else None,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,
                      "predicted": result.text, "truth": format_assembled(sample.truth)})
         scores.append(page)
         stats.append(result.stats)
-    return rows, scores, stats
+        texts.append(text)
+    return rows, scores, stats, texts
 
 
 def mean_accepted_length(stats: Sequence[Stats]) -> float | None:
@@ -161,8 +200,9 @@ def to_csv(rows: Sequence[dict]) -> str:
 
 
 def write_results(out: Path, meta: dict, rows: list[dict], summary: dict) -> str:
+    real = [real_table(summary["real"]), ""] if "real" in summary else []
     text = "\n".join([f"# hpd-eval: {meta['model']}", "", *(f"- {k}: {v}" for k, v in meta.items()), "",
-                      summary_table(summary), ""])
+                      summary_table(summary), "", *real])
     write_atomic(out / "pages.csv", to_csv(rows))
     write_atomic(out / "pages.json", json.dumps(rows, ensure_ascii=False, indent=1))
     write_atomic(out / "summary.json", json.dumps({"meta": meta, "summary": summary}, indent=1))
@@ -177,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--synth", type=int, metavar="N", help="N synthetic pages (the default, with 10)")
     source.add_argument("--gt", type=Path, metavar="FILE.json", help="ground truth for --inputs")
+    source.add_argument("--real", type=Path, metavar="MANIFEST",
+                        help="the held-out TeX Live pages of a manifest (hpd_training.texlive manifest)")
     parser.add_argument("--inputs", nargs="+", type=Path, default=[], help="PDFs/images scored against --gt")
     parser.add_argument("--seed", type=int, default=EVAL_SEED, help="first synthetic seed")
     parser.add_argument("--synth-config", choices=SYNTH_PRESETS, default="dense")
@@ -190,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_samples(args) -> tuple[list[Sample], str]:
+    if args.real is not None:
+        samples = real_samples(args.real, args.dpi)
+        return samples, f"{len(samples)} held-out TeX Live pages of {args.real} at {args.dpi:g} dpi"
     if args.gt is not None:
         if not args.inputs:
             raise UsageError("--gt needs --inputs")
@@ -213,7 +258,7 @@ def run(args) -> str:
     options = options_from_args(args)
     samples, described = load_samples(args)
     engine = engine_of(args, options)
-    rows, scores, stats = score(engine, samples, options)
+    rows, scores, stats, texts = score(engine, samples, options)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype}, {info.device})",
@@ -221,7 +266,32 @@ def run(args) -> str:
     out = args.out or RESULTS / safe_name(f"eval-{info.name}")
     summary = {**aggregate(scores).as_dict(), "tau": mean_accepted_length(stats) if options.use_mtp else None,
                "by_kind": edits_by_kind(scores)}
+    if args.real is not None:
+        summary["real"] = real_tables([s.kind for s in samples], scores, texts)
     return write_results(out, meta, rows, summary)
+
+
+def real_tables(kinds: Sequence[str], scores: Sequence, texts: Sequence) -> dict:
+    """Text scores and block F1 of all real pages and of each kind of document."""
+    groups = {"all": list(range(len(kinds)))}
+    for i, kind in enumerate(kinds):
+        groups.setdefault(kind, []).append(i)
+    return {name: {**aggregate_text([texts[i] for i in idx]), "block_f1": aggregate([scores[i] for i in idx]).f1}
+            for name, idx in groups.items()}
+
+
+def real_table(real: dict) -> str:
+    """Markdown: by kind of document, then by type size (share of the words read)."""
+    lines = ["Held-out real pages by kind of document:", "",
+             "| kind | pages | text edit distance | word F1 | block F1 |", "|---|---|---|---|---|"]
+    lines += [f"| {kind} | {r['pages']} | {r['text_edit_distance']:.3f} | {r['word_f1']:.3f} | {r['block_f1']:.3f} |"
+              for kind, r in real.items()]
+    lines += ["", "Words read by type size (all real pages):", "", "| type size | words | read |", "|---|---|---|"]
+    everything = real["all"]
+    for name, _, _ in SIZE_BUCKETS:
+        share = everything[f"read {name} pt"]
+        lines.append(f"| {name} pt | {everything[f'words {name} pt']} | {'–' if share is None else f'{share:.3f}'} |")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,12 +30,15 @@ the edits by the gt label of matched blocks and into missed and extra blocks.
 
 from __future__ import annotations
 
+import html
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 
 from apted import APTED, Config
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import LCSseq, Levenshtein
 
 from hpd_core.grammar import BBox, Block, has_content
 
@@ -325,3 +328,98 @@ def edits_by_kind(scores: Sequence[PageScores]) -> dict[str, dict[str, float | i
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+# ---------------------------------------------------------------- real pages (text layer as truth)
+#
+# A real page's truth is its text layer (hpd_training.pagelayout), which gives the words and their
+# type sizes but not the LaTeX of formulas or anything of images. So the page's text is the
+# content of its blocks in order, except labels in UNSCORED_LABELS, with the grammar, HTML tags
+# and Markdown emphasis/heading marks stripped and whitespace collapsed (`plain_text`); both
+# sides are read the same way. Words are whitespace-separated tokens.
+# - text edit distance: Levenshtein of the two plain texts / max(len) (order-aware).
+# - word F1: multiset overlap of the words (order-free).
+# - words read by type size: a truth word is read when an order-aware alignment (longest common
+#   subsequence of the word sequences) pairs it with an equal predicted word; shares per
+#   SIZE_BUCKETS bucket of the word's type size in pt.
+
+UNSCORED_LABELS = frozenset({"formula", "image", "chart", "seal"})
+SIZE_BUCKETS = (("<9", 0.0, 9.0), ("9-11.5", 9.0, 11.5), ("11.5-14", 11.5, 14.0), (">=14", 14.0, float("inf")))
+_TAGS = re.compile(r"<[^>]*>")
+_MARKDOWN = re.compile(r"\*\*|__|`|^#+\s+", re.MULTILINE)
+
+
+def plain_text(blocks: Sequence[Block]) -> str:
+    """The page's scored text: content of blocks not in UNSCORED_LABELS, without tags and
+    Markdown marks, whitespace collapsed to single spaces."""
+    parts = (_MARKDOWN.sub("", html.unescape(_TAGS.sub(" ", b.text)))
+             for b in blocks if b.label not in UNSCORED_LABELS)
+    return " ".join(" ".join(parts).split())
+
+
+def word_f1(pred: Sequence[str], truth: Sequence[str]) -> float:
+    """F1 of the multiset overlap; 1 when both are empty."""
+    if not pred and not truth:
+        return 1.0
+    common = sum((Counter(pred) & Counter(truth)).values())
+    return 2 * common / (len(pred) + len(truth))
+
+
+def words_read(pred: Sequence[str], truth: Sequence[str]) -> list[bool]:
+    """Per truth word: paired with an equal predicted word by the longest common subsequence."""
+    read = [False] * len(truth)
+    for op in LCSseq.opcodes(list(truth), list(pred)):
+        if op.tag == "equal":
+            read[op.src_start:op.src_end] = [True] * (op.src_end - op.src_start)
+    return read
+
+
+def size_bucket(size: float) -> str:
+    return next(name for name, lo, hi in SIZE_BUCKETS if lo <= size < hi)
+
+
+@dataclass(frozen=True)
+class TextScores:
+    edit_errors: int     # Levenshtein distance of the plain texts
+    edit_length: int     # max of their lengths
+    common_words: int    # multiset overlap
+    pred_words: int
+    truth_words: int
+    read_by_size: tuple[tuple[str, int, int], ...]  # (bucket, words read, words) per SIZE_BUCKETS
+
+    @property
+    def edit_distance(self) -> float:
+        return self.edit_errors / self.edit_length if self.edit_length else 0.0
+
+    @property
+    def word_f1(self) -> float:
+        total = self.pred_words + self.truth_words
+        return 2 * self.common_words / total if total else 1.0
+
+
+def score_text(pred: Sequence[Block], truth_words: Sequence[tuple[str, float]]) -> TextScores:
+    """A page's text scores: prediction blocks against the truth's (word, type size pt) in order."""
+    a = plain_text(pred)
+    b = " ".join(w for w, _ in truth_words)
+    pred_words, words = a.split(), [w for w, _ in truth_words]
+    read = words_read(pred_words, words)
+    buckets = [size_bucket(s) for _, s in truth_words]
+    by_size = tuple((name, sum(r for r, k in zip(read, buckets) if k == name), buckets.count(name))
+                    for name, _, _ in SIZE_BUCKETS)
+    return TextScores(Levenshtein.distance(a, b), max(len(a), len(b)),
+                      sum((Counter(pred_words) & Counter(words)).values()), len(pred_words), len(words), by_size)
+
+
+def aggregate_text(scores: Sequence[TextScores]) -> dict[str, float | int | None]:
+    """Micro-averaged edit distance and word F1, and the share of words read per size bucket."""
+    errors, length = sum(s.edit_errors for s in scores), sum(s.edit_length for s in scores)
+    common, total = sum(s.common_words for s in scores), sum(s.pred_words + s.truth_words for s in scores)
+    out: dict[str, float | int | None] = {
+        "pages": len(scores), "text_edit_distance": errors / length if length else 0.0,
+        "word_f1": 2 * common / total if total else 1.0}
+    for name, _, _ in SIZE_BUCKETS:
+        read = sum(r for s in scores for k, r, _ in s.read_by_size if k == name)
+        words = sum(n for s in scores for k, _, n in s.read_by_size if k == name)
+        out[f"read {name} pt"] = read / words if words else None
+        out[f"words {name} pt"] = words
+    return out

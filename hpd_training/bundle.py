@@ -1,0 +1,111 @@
+"""The training bundle: the training split's taken pages as small PDFs, to carry to the GPU box.
+
+Per source PDF one file with only its taken pages (`Document.select`, saved with garbage
+collection, deflate and object streams), the rarer kinds first (all but manuals: papers,
+theses, letters, slides), each in order of bytes a page (then hash order), until MAX_BYTES
+(`--max-mb`): the smallest first put 1,841 pages of 351 packages in 40 MB where
+hash order put 1,227 of 249 (the cost: fewer pages with photographs and many fonts); a file
+over MAX_BYTES_PER_PAGE a page is left out. Beside
+them `bundle.json` lists each page: file, page in the file, source PDF and page, package, kind,
+body size.
+
+    python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train
+    python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   # write_evaluation
+    # then, on the training machine:
+    from hpd_training.bundle import load_bundle, training_page
+    entries = load_bundle(folder); page = training_page(folder, entries[0])  # a RealPage
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pymupdf
+
+from hpd_training.manifest import NAME, Manifest, load, write
+from hpd_training.realpage import DPI, RealPage, real_page
+from hpd_training.texlive import stable_hash
+
+MAX_BYTES = 39_500_000  # the PDFs; with bundle.json the folder stays under 40 MB
+MAX_BYTES_PER_PAGE = 100_000
+INDEX = "bundle.json"
+
+
+@dataclass(frozen=True)
+class BundlePage:
+    file: str          # relative to the bundle folder
+    page: int          # 0-based, in `file`
+    source: str        # PDF relative to the TeX Live data folder
+    source_page: int
+    package: str
+    kind: str
+    body_size: float
+
+
+def _file_name(source: str, package: str) -> str:
+    return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
+
+
+def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES) -> str:
+    """Writes the bundle of at most `max_bytes`; returns a summary line."""
+    pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok"]
+    by_pdf: dict[str, list] = {}
+    for p in pages:
+        by_pdf.setdefault(p.pdf, []).append(p)
+    (to / "pdfs").mkdir(parents=True, exist_ok=True)
+    blobs = []  # (bytes a page, source, its records, the small PDF)
+    for pdf, records in by_pdf.items():
+        records = sorted(records, key=lambda p: p.page)
+        with pymupdf.open(data / pdf) as doc:
+            doc.select([p.page for p in records])
+            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        blobs.append((records[0].kind == "manual", len(blob) / len(records), stable_hash(pdf), pdf, records, blob))
+    total, entries, skipped = 0, [], 0
+    for _, per_page, _, pdf, records, blob in sorted(blobs, key=lambda b: b[:3]):
+        if per_page > MAX_BYTES_PER_PAGE or total + len(blob) > max_bytes:
+            skipped += 1
+            continue
+        name = _file_name(pdf, records[0].package)
+        (to / name).write_bytes(blob)
+        total += len(blob)
+        entries += [BundlePage(name, i, pdf, p.page, p.package, p.kind, p.body_size) for i, p in enumerate(records)]
+    (to / INDEX).write_text(json.dumps([asdict(e) for e in entries], indent=0), encoding="utf-8")
+    kinds = dict(Counter(e.kind for e in entries))
+    return (f"{len(entries)} pages of {len({e.package for e in entries})} packages in "
+            f"{len({e.file for e in entries})} files, {total / 1e6:.1f} MB; {skipped} PDFs left out; kinds {kinds}")
+
+
+def write_evaluation(data: Path, to: Path) -> str:
+    """The evaluation pages (`evaluate` set) as small PDFs under `to` with their own manifest, so
+    `hpd-eval --real to/manifest.json` runs without the 1.7 GB corpus; returns a summary line."""
+    chosen = [p for p in load(data / NAME).pages if p.evaluate]
+    by_pdf: dict[str, list] = {}
+    for p in chosen:
+        by_pdf.setdefault(p.pdf, []).append(p)
+    (to / "pdfs").mkdir(parents=True, exist_ok=True)
+    records, total = [], 0
+    for pdf, group in sorted(by_pdf.items()):
+        group = sorted(group, key=lambda p: p.page)
+        with pymupdf.open(data / pdf) as doc:
+            doc.select([p.page for p in group])
+            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        name = _file_name(pdf, group[0].package)
+        (to / name).write_bytes(blob)
+        total += len(blob)
+        records += [replace(p, pdf=name, page=i) for i, p in enumerate(group)]
+    write(to / NAME, Manifest(records), [])
+    return f"{len(records)} evaluation pages in {len(by_pdf)} files, {total / 1e6:.1f} MB"
+
+
+def load_bundle(folder: Path) -> list[BundlePage]:
+    return [BundlePage(**e) for e in json.loads((folder / INDEX).read_text(encoding="utf-8"))]
+
+
+def training_page(folder: Path, entry: BundlePage, dpi: float = DPI) -> RealPage:
+    """The page as a training sample; raises pagelayout.Rejected (not for pages the manifest took)."""
+    with pymupdf.open(folder / entry.file) as doc:
+        return real_page(doc[entry.page], dpi)

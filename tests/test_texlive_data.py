@@ -1,0 +1,133 @@
+"""The TeX Live data pipeline on a fake corpus drawn here (no TeX Live files): split by package,
+kinds of document, the manifest's deterministic selection, and the bundle's pages reading the
+same as their sources."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pymupdf
+import pytest
+
+from hpd_training import dockind, manifest
+from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation
+from hpd_training.manifest import PageRecord, build, choose_evaluation
+from hpd_training.realpage import real_page
+from hpd_training.texlive import DOC_ROOT, packages, split_of
+
+PROSE = "Words of a page of documentation, set in ten point type for the tests. " * 6
+
+
+def pdf(path, pages: int = 3, width: float = 612, height: float = 792, first: str = PROSE, last: str = PROSE):
+    doc = pymupdf.open()
+    for n in range(pages):
+        page = doc.new_page(width=width, height=height)
+        text = first if n == 0 else last if n == pages - 1 else f"Page {n}. " + PROSE
+        page.insert_textbox(pymupdf.Rect(40, 40, width - 40, height - 40), text, fontsize=10, fontname="tiro")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc.save(path)
+
+
+def kind(tmp_path, name="doc.pdf", package="pkg", **kw) -> str:
+    pdf(tmp_path / name, **kw)
+    with pymupdf.open(tmp_path / name) as doc:
+        return dockind.kind_of(doc, name, package)
+
+
+def test_split_is_by_package_name_a_tenth_held_out_and_three_tenths_of_publishers():
+    names = [f"package{i}" for i in range(2000)]
+    held = {n for n in names if split_of(n) == "eval"}
+    publishers = {n for n in names if split_of(n, ("texlive-publishers-doc",)) == "eval"}
+    assert 150 < len(held) < 250 and 500 < len(publishers) < 700 and held <= publishers
+    assert {n for n in names if split_of(n, ("texlive-latex-extra-doc",)) == "eval"} == held
+
+
+def test_packages_join_areas_by_folder_name(tmp_path):
+    pdf(tmp_path / DOC_ROOT / "latex" / "base" / "a.pdf", pages=1)
+    pdf(tmp_path / DOC_ROOT / "latex-dev" / "base" / "sub" / "b.pdf", pages=1)
+    pdf(tmp_path / DOC_ROOT / "generic" / "other" / "c.pdf", pages=1)
+    found = packages(tmp_path)
+    assert [(p.name, len(p.pdfs)) for p in found] == [("base", 2), ("other", 1)]
+
+
+@pytest.mark.parametrize("kw, expected", [
+    ({"width": 364, "height": 273}, "slides"),
+    ({"width": 1684, "height": 2384}, "poster"),
+    ({"first": "Dear Ms Smith,\n" + PROSE}, "letter"),
+    ({"name": "thesis-sample.pdf"}, "thesis"),
+    ({"first": "Abstract\n" + PROSE, "last": "References\n[1] A. Author."}, "paper-1col"),
+    ({"first": "Abstract\nThis package provides a package for package authors. " + PROSE,
+      "last": "References"}, "manual"),
+    ({}, "manual"),
+])
+def test_kinds_of_document(tmp_path, kw, expected):
+    assert kind(tmp_path, **kw) == expected
+
+
+def test_paper_set_in_two_columns_is_paper_2col(tmp_path):
+    doc = pymupdf.open()
+    for n in range(2):
+        page = doc.new_page(width=612, height=792)
+        head = "Abstract\n" if n == 0 else "References\n"
+        for x0 in (50, 316):
+            page.insert_textbox(pymupdf.Rect(x0, 60, x0 + 246, 700), head + PROSE * 3, fontsize=10, fontname="tiro")
+    doc.save(tmp_path / "paper.pdf")
+    with pymupdf.open(tmp_path / "paper.pdf") as doc:
+        assert dockind.columns(doc[0]) == 2 and dockind.kind_of(doc, "paper.pdf", "pkg") == "paper-2col"
+
+
+def record(pdf: str, page: int, package: str, kind: str) -> PageRecord:
+    return PageRecord(pdf, page, package, "eval", kind, "ok")
+
+
+def test_evaluation_set_keeps_quotas_and_per_pdf_limit_and_fills_short_kinds_with_manuals(monkeypatch):
+    monkeypatch.setattr(manifest, "EVAL_QUOTA", {"manual": 3, "letter": 2})
+    pages = [record(f"m{i}.pdf", n, f"pm{i}", "manual") for i in range(5) for n in range(3)]
+    pages += [record("l.pdf", n, "pl", "letter") for n in range(3)]  # one letter PDF: 2 pages at most
+    chosen = [p for p in choose_evaluation(pages) if p.evaluate]
+    assert sum(p.kind == "letter" for p in chosen) == 2 and sum(p.kind == "manual" for p in chosen) == 3
+    monkeypatch.setattr(manifest, "EVAL_PER_PDF", 1)
+    chosen = [p for p in choose_evaluation(pages) if p.evaluate]
+    assert sum(p.kind == "letter" for p in chosen) == 1 and sum(p.kind == "manual" for p in chosen) == 4
+    assert choose_evaluation(pages) == choose_evaluation(list(pages))
+
+
+def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_sources(tmp_path):
+    names = [f"pkg{i}" for i in range(12)]
+    for name in names:
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=8)
+    pdf(tmp_path / DOC_ROOT / "latex" / "pkg0" / "blank.pdf", pages=1, first="")
+    first = build(tmp_path, workers=1)
+    untimed = [replace(p, seconds=0.0) for p in first.pages]
+    assert [replace(p, seconds=0.0) for p in build(tmp_path, workers=1).pages] == untimed  # all but timings
+    body = json.loads((tmp_path / manifest.NAME).read_text())
+    assert {p["split"] for p in body["pages"]} <= {"train", "eval"}
+    assert all(p["split"] == split_of(p["package"]) for p in body["pages"])
+    train = [p for p in first.pages if p.split == "train" and p.status == "ok"]
+    assert train and all(sum(q.pdf == p.pdf for q in train) <= manifest.TRAIN_PAGES for p in train)
+
+    summary = write_bundle(tmp_path, tmp_path / "bundle")
+    entries = load_bundle(tmp_path / "bundle")
+    assert len(entries) == len(train) and summary.startswith(f"{len(train)} pages")
+    for entry in entries[:4]:
+        ours = training_page(tmp_path / "bundle", entry)
+        with pymupdf.open(tmp_path / entry.source) as doc:
+            source = real_page(doc[entry.source_page])
+        assert ours.blocks == source.blocks and np.array_equal(ours.glyphs, source.glyphs)
+
+
+def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest, "EVAL_QUOTA", {"manual": 3})
+    names = [n for n in (f"pkg{i}" for i in range(60)) if split_of(n) == "eval"][:2]
+    for name in names:
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=5)
+    chosen = [p for p in build(tmp_path, workers=1).pages if p.evaluate]
+    assert len(chosen) == 3
+    write_evaluation(tmp_path, tmp_path / "eval")
+    copied = manifest.load(tmp_path / "eval" / manifest.NAME).pages
+    assert [p.evaluate for p in copied] == [True] * 3
+    for ours, source in zip(copied, sorted(chosen, key=lambda p: (p.pdf, p.page))):
+        with pymupdf.open(tmp_path / "eval" / ours.pdf) as a, pymupdf.open(tmp_path / source.pdf) as b:
+            assert real_page(a[ours.page]).blocks == real_page(b[source.page]).blocks
