@@ -19,14 +19,17 @@ body size.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pymupdf
 
 from hpd_training.manifest import NAME, Manifest, load, write
+from hpd_training.pagelayout import Rejected
 from hpd_training.realpage import DPI, RealPage, real_page
 from hpd_training.texlive import stable_hash
 
@@ -109,3 +112,22 @@ def training_page(folder: Path, entry: BundlePage, dpi: float = DPI) -> RealPage
     """The page as a training sample; raises pagelayout.Rejected (not for pages the manifest took)."""
     with pymupdf.open(folder / entry.file) as doc:
         return real_page(doc[entry.page], dpi)
+
+
+def source(folder: Path) -> Callable[[int], RealPage]:
+    """`--real-source hpd_training.bundle:source --real-data FOLDER`: seed -> a page of the bundle,
+    drawn by a hash of the seed (stages take their sources by seed modulo their count, so the
+    seed's low digits are not uniform); a page the rules reject now is replaced by the next draw."""
+    folder = Path(folder)
+    entries = load_bundle(folder)
+
+    def page(seed: int) -> RealPage:
+        draw = random.Random(f"real:{seed}")
+        for _ in range(8):
+            try:
+                return training_page(folder, entries[draw.randrange(len(entries))])
+            except Rejected:
+                continue
+        raise RuntimeError(f"eight pages of {folder} in a row were rejected")
+
+    return page

@@ -37,14 +37,15 @@ TRAIN_SEEDS = 1_000_000      # stage s, --seed-run r: seeds from TRAIN_SEEDS * (
 EVAL_SEEDS = 20_000_000      # held out: never used for training
 
 
-TILE_GRID = 4            # a page is a 2x2 grid of 640-px tiles (preprocess.grid_for picks (2, 2) for
-DOWNSAMPLE_RATIO = 0.25  # portrait and landscape pages); 4x4 pixel shuffle: 400 image tokens a tile
+TILE_GRID = 16           # a page is a 4x4 grid of 320-px tiles (preprocess.grid_for picks (4, 4) for
+TILE_SIZE = 320          # portrait and landscape pages): the 1280-px canvas of a 2x2 grid of 640-px tiles
+DOWNSAMPLE_RATIO = 0.25  # at a quarter of the ViT's attention; 4x4 pixel shuffle: 100 image tokens a tile
 
 
 def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
-    """The bundled model: a page as four 640-px tiles (8-px patches, 4x4 shuffle: 4 x 400 = 1,600
-    image tokens), a 6-layer 256-wide InternViT and a 6-layer 384-wide Qwen3 (`small`: a CPU
-    smoke-test size). Runs r1-r15 had one tile and a 2x2 shuffle (`widen` converts them)."""
+    """The bundled model: a page as sixteen 320-px tiles (8-px patches, 4x4 shuffle: 16 x 100 =
+    1,600 image tokens), a 6-layer 256-wide InternViT and a 6-layer 384-wide Qwen3 (`small`: a CPU
+    smoke-test size). Runs r1-r15 had one 640-px tile and a 2x2 shuffle (`widen` converts them)."""
     ids = {s: tok.token_to_id(s) for s in ("<FORK>", "<CHILD>", "<|im_end|>", "<|endoftext|>")}
     if small:
         vision = VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
@@ -54,7 +55,7 @@ def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
                         rope_theta=10000.0)
     else:
         vision = VisionConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=4,
-                              image_size=640, patch_size=8)
+                              image_size=TILE_SIZE, patch_size=8)
         llm = LLMConfig(vocab_size=tok.get_vocab_size(), hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
                         num_attention_heads=6, num_key_value_heads=2, head_dim=64, max_position_embeddings=8192,
                         rope_theta=10000.0)

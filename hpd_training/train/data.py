@@ -90,6 +90,7 @@ DOC_WIDTH, DOC_TYPE = 1275, (17.0, 25.0)
 DOC_DENSE = SynthConfig.dense(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOC_SPARSE = SynthConfig.sparse(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOC_LINES = SynthConfig.lines(width=DOC_WIDTH, font_size_range=DOC_TYPE)
+DOCUMENT = SynthConfig.document()  # real page sizes at 150 dpi, 8-12 pt, general text, document typesetting
 
 
 STAGES = {
@@ -120,7 +121,7 @@ STAGES = {
     "mixv": Stage((LINES, SPARSE, DENSE, DENSE, DENSE, DENSE), 28, 8e-4),
     # the four-tile model's synthetic pages at document scale (`mixv`'s shares): `real` without
     # real pages. Batch: four tiles a page (`real_stage`)
-    "docs": Stage((DOC_LINES, DOC_SPARSE, DOC_DENSE, DOC_DENSE, DOC_DENSE, DOC_DENSE), 16, 6e-4),
+    "docs": Stage((DOC_LINES, DOC_SPARSE, DOCUMENT, DOC_DENSE, DOCUMENT, DOC_DENSE), 16, 6e-4),
 }
 
 
@@ -128,7 +129,7 @@ def real_stage(real: PageSource) -> Stage:
     """`real`: half real pages, a third document-scale dense synthetic pages (exact content, every
     label), a twelfth each sparse and short-line ones. Batch 16 of four tiles a page: 64 tiles, where
     the one-tile stages' 28 pages peaked at 28 GiB on the H200 (docs/training.md)."""
-    return Stage((real, DOC_DENSE, real, DOC_DENSE, real, DOC_LINES, real, DOC_DENSE, real, DOC_DENSE, real,
+    return Stage((real, DOCUMENT, real, DOC_DENSE, real, DOC_LINES, real, DOCUMENT, real, DOC_DENSE, real,
                   DOC_SPARSE), 16, 6e-4)
 
 

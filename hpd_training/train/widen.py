@@ -1,9 +1,10 @@
-"""Warm start of the four-tile model from a one-tile run: `python -m hpd_training.train.widen --out runs/w0`.
+"""Warm start of the tiled model from a one-tile run: `python -m hpd_training.train.widen --out runs/w0`.
 
 The one-tile model (r1-r15: a page squeezed into one 640-px tile, 2x2 pixel shuffle) becomes the
-bundled layout of `bundled_config` (a 2x2 grid of 640-px tiles, 4x4 pixel shuffle): the same
-1,600 image tokens a page, each of a quarter of the area. The InternViT, the LM and the draft
-head are copied unchanged; only `mlp1`'s LayerNorm and first Linear grow, from 4 C to 16 C
+bundled layout of `bundled_config` (a 4x4 grid of 320-px tiles, 4x4 pixel shuffle): the same
+1,600 image tokens a page, each of a quarter of the area. The ViT's position embeddings are
+cropped to the centre 40 x 40 patches (`cropped_positions`); the LM and the draft head are copied
+unchanged; `mlp1`'s LayerNorm and first Linear grow, from 4 C to 16 C
 inputs, so that a new token is the old projector applied to the mean of the four old tokens
 (2x2 sub-groups) it merges, the LayerNorm taking its statistics over all 16 C channels
 (`test_widened_projector_*`: exact when the four sub-groups are equal).
@@ -12,6 +13,7 @@ inputs, so that a new token is the old projector applied to the mean of the four
 from __future__ import annotations
 
 import argparse
+import math
 import dataclasses
 from pathlib import Path
 
@@ -21,13 +23,27 @@ from torch import nn
 from hpd_core.checkpoint import load_model
 from hpd_core.config import HPDConfig
 from hpd_core.model import HPDModel
-from hpd_training.train.__main__ import DOWNSAMPLE_RATIO, TILE_GRID, save_run
+from hpd_training.train.__main__ import DOWNSAMPLE_RATIO, TILE_GRID, TILE_SIZE, save_run
+
+POSITIONS = "vision_model.embeddings.position_embedding"
 
 
 def widened_config(cfg: HPDConfig) -> HPDConfig:
-    """The same model at the bundled tile layout: TILE_GRID tiles, no thumbnail, DOWNSAMPLE_RATIO."""
-    return dataclasses.replace(cfg, downsample_ratio=DOWNSAMPLE_RATIO, min_dynamic_patch=TILE_GRID,
-                               max_dynamic_patch=TILE_GRID, use_thumbnail=False)
+    """The same model at the bundled tile layout: TILE_GRID tiles of TILE_SIZE px, no thumbnail,
+    DOWNSAMPLE_RATIO."""
+    vision = dataclasses.replace(cfg.vision_config, image_size=TILE_SIZE)
+    return dataclasses.replace(cfg, vision_config=vision, force_image_size=TILE_SIZE, downsample_ratio=DOWNSAMPLE_RATIO,
+                               min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID, use_thumbnail=False)
+
+
+def cropped_positions(positions: torch.Tensor, grid: int) -> torch.Tensor:
+    """[1, 1 + g², D] position embeddings (CLS first, then a g x g patch grid) -> [1, 1 + grid², D]:
+    CLS and the centre grid x grid patches. A crop, not a resize: neighbouring patches keep the
+    position differences the ViT learned (the glyph geometry), only the page location is lost."""
+    g = math.isqrt(positions.shape[1] - 1)
+    start = (g - grid) // 2
+    patches = positions[:, 1:].reshape(1, g, g, -1)[:, start:start + grid, start:start + grid]
+    return torch.cat([positions[:, :1], patches.reshape(1, grid * grid, -1)], dim=1)
 
 
 def old_channels(channels: int, old_scale: int, new_scale: int) -> torch.Tensor:
@@ -66,6 +82,7 @@ def widen(old: HPDModel) -> HPDModel:
         raise ValueError(f"cannot widen a {cfg.shuffle_scale}x shuffle to {new_cfg.shuffle_scale}x")
     model = HPDModel(new_cfg, with_mtp=old.has_mtp)
     state = {k: v for k, v in old.state_dict().items() if not k.startswith("mlp1.")}
+    state[POSITIONS] = cropped_positions(state[POSITIONS], new_cfg.vision_config.grid)
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all(k.startswith("mlp1.") for k in missing), (missing, unexpected)
     model.mlp1 = widen_projector(old.mlp1, cfg.vision_config.hidden_size, cfg.shuffle_scale, new_cfg.shuffle_scale)
