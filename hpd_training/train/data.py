@@ -215,12 +215,10 @@ def child_tokens(page: TrainingPage, tok: HPDTokenizer, config: HPDConfig) -> li
     out = []
     for text, glyphs in zip(page.children_texts, page.child_glyphs, strict=True):
         encoding = tok.tokenizer.encode(text, add_special_tokens=False)
-        if glyphs is None:
+        chars = drawn_positions(text)
+        if glyphs is None or len(chars) != len(glyphs):  # a real page's text layer may draw more or fewer
             out.append((encoding.ids, [()] * len(encoding.ids)))
             continue
-        chars = drawn_positions(text)
-        if len(chars) != len(glyphs):
-            raise ValueError(f"{len(glyphs)} glyphs for the {len(chars)} drawn characters of {text[:40]!r}")
         cell, _, inside = glyph_cells(glyphs, page.image.size, config)
         cell_of_char = {c: int(cell[g]) for g, c in enumerate(chars) if inside[g]}
         cells = [tuple(dict.fromkeys(cell_of_char[i] for i in range(a, b) if i in cell_of_char))[:POINTER_CELLS]
