@@ -44,9 +44,7 @@ Source = str | os.PathLike | bytes | bytearray
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")  # Pillow format names we accept
 SUPPORTED = "PDF, PNG, JPEG, WebP, TIFF, BMP"
 BYTES_NAME = "document"  # display name of a source given as bytes
-# PDF render resolution of the app, hpd-parse and hpd-eval: a letter page becomes 1275 x 1650 px, about
-# the four-tile model's 2x2 grid of 640-px tiles, where 10-pt type is ~16 px tall (docs/training.md)
-DEFAULT_DPI = 150
+DEFAULT_DPI = 90  # PDF render resolution of the app, hpd-parse and hpd-eval: what the bundled model reads
 _PDF_HEADER_WINDOW = 1024  # "%PDF-" may follow junk bytes; MuPDF looks this far too
 
 

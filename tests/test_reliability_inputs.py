@@ -127,7 +127,7 @@ def test_python_api_ten_thousand_page_pdf_opens_fast_and_all_pages_hit_the_page_
 def test_python_api_huge_page_renders_within_the_pixel_limit_and_parses(app_engine):
     [page] = load_pages(make_pdf(1, 20_000, 20_000), limits=Limits(max_page_pixels=4_000_000))
     assert page.image.width * page.image.height <= 4_000_000
-    assert "rendered at 7.2 DPI instead of 150 to stay within max_page_pixels=4,000,000" in page.warnings[0]
+    assert "rendered at 7.2 DPI instead of 90 to stay within max_page_pixels=4,000,000" in page.warnings[0]
     assert app_engine.parse(page, OPTIONS).stats.generated_tokens > 0
 
 
@@ -203,7 +203,7 @@ def test_cli_ten_thousand_page_pdf_is_refused_before_parsing_unless_pages_are_se
 def test_cli_huge_page_warns_on_stderr_and_in_the_page_json(app_checkpoint, tmp_path, capsys):
     huge = write(tmp_path, "huge.pdf", make_pdf(1, 20_000, 20_000))
     assert hpd_parse(app_checkpoint, huge, "-o", tmp_path / "out", "--max-page-pixels", "4000000") == 0
-    warning = "rendered at 7.2 DPI instead of 150 to stay within max_page_pixels=4,000,000"
+    warning = "rendered at 7.2 DPI instead of 90 to stay within max_page_pixels=4,000,000"
     assert warning in capsys.readouterr().err
     record = json.loads((tmp_path / "out" / "huge" / "page-0001.json").read_text())
     assert warning in record["warnings"][0]
