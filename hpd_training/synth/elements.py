@@ -143,7 +143,7 @@ def _real(rng: random.Random, style: Style) -> bool:
 
 
 def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
-    words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words))
+    words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words), style.source)
     s = Setting(style.body.regular, style.size, style.leading, style.color, style.align)
     lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width)
     return _text_element("text", lines, s, slot, first=style.indent)
@@ -153,7 +153,7 @@ def title(rng: random.Random, style: Style, slot: Slot, document: bool) -> Eleme
     """A document title (large, often centred) or a section title; at most two lines."""
     size = style.title_size if document else style.size * rng.uniform(1.05, 1.35)
     face = style.heading.bold if rng.random() < 0.8 else style.heading.regular
-    words = text.phrase(rng, _real(rng, style), rng.randint(2, 12 if document else 7))
+    words = text.phrase(rng, _real(rng, style), rng.randint(2, 12 if document else 7), style.source)
     if not document and rng.random() < 0.3:
         words.insert(0, rng.choice((f"{rng.randint(1, 9)}", f"{rng.randint(1, 9)}.{rng.randint(1, 9)}",
                                     f"{rng.choice('IVX')}.")))
@@ -173,7 +173,7 @@ def bullet_list(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     for k in range(rng.randint(2, 6)):
         marker = f"{k + 1}." if numbered else "-"
         hang = s.face.width(marker + " ", s.size)
-        words = [marker] + text.words(rng, real, rng.randint(2, 25))
+        words = [marker] + text.words(rng, real, rng.randint(2, 25), style.source)
         lines = wrap(words, s.face, s.size, slot.width - indent, slot.width - indent - hang)
         lines = lines[:fitting(s, Slot(slot.x, y - PAD, slot.width, slot.bottom), len(lines))]
         if not lines:
@@ -191,7 +191,7 @@ def bullet_list(rng: random.Random, style: Style, slot: Slot) -> Element | None:
 
 def caption(rng: random.Random, style: Style, slot: Slot, number: int) -> Element | None:
     prefix = rng.choice((f"Figure {number}:", f"Figure {number}.", f"Fig. {number}:", f"Fig. {number}."))
-    words = prefix.split() + text.words(rng, _real(rng, style), rng.randint(4, 22))
+    words = prefix.split() + text.words(rng, _real(rng, style), rng.randint(4, 22), style.source)
     size = style.size * rng.uniform(0.85, 0.95)
     face = style.body.italic if rng.random() < 0.3 else style.body.regular
     s = Setting(face, size, size * 1.2, style.color, "center" if rng.random() < 0.5 else "left")
@@ -201,7 +201,8 @@ def caption(rng: random.Random, style: Style, slot: Slot, number: int) -> Elemen
 def margin_line(rng: random.Random, style: Style, slot: Slot, label: str, align: str) -> Element | None:
     """One line of header, footer or page number text (cut to the slot's width)."""
     real = _real(rng, style)
-    words = {"header": _header_words, "footer": _footer_words, "page_number": _number_words}[label](rng, real)
+    words = {"header": _header_words, "footer": _footer_words, "page_number": _number_words}[label](
+        rng, real, style.source)
     face = style.body.italic if label != "page_number" and rng.random() < 0.3 else style.body.regular
     s = Setting(face, style.small_size, style.small_size * 1.2, style.muted, align)
     return _text_element(label, wrap(words, face, s.size, slot.width, slot.width)[:1], s, slot)
@@ -213,33 +214,33 @@ def margin_height(style: Style) -> float:
     return max(f.ascent + f.descent for f in faces) * style.small_size + 2 * PAD
 
 
-def _header_words(rng: random.Random, real: bool) -> list[str]:
-    words = text.phrase(rng, real, rng.randint(2, 7))
+def _header_words(rng: random.Random, real: bool, source: str) -> list[str]:
+    words = text.phrase(rng, real, rng.randint(2, 7), source)
     if rng.random() < 0.3:
         words += text.date(rng).split()
     elif real and rng.random() < 0.2:
-        words = text.name(rng).split() + ["et", "al."]
+        words = text.name(rng, source).split() + ["et", "al."]
     return words
 
 
-def _footer_words(rng: random.Random, real: bool) -> list[str]:
+def _footer_words(rng: random.Random, real: bool, source: str) -> list[str]:
     if real and rng.random() < 0.3:
-        return ["Copyright", str(rng.randint(1990, 2030))] + text.name(rng).split()
-    return text.phrase(rng, real, rng.randint(3, 10))
+        return ["Copyright", str(rng.randint(1990, 2030))] + text.name(rng, source).split()
+    return text.phrase(rng, real, rng.randint(3, 10), source)
 
 
-def _number_words(rng: random.Random, real: bool) -> list[str]:
+def _number_words(rng: random.Random, real: bool, source: str) -> list[str]:
     n = rng.randint(1, 400)
     return rng.choice(([str(n)], [str(n)], ["Page", str(n)], [f"{n}/{n + rng.randint(0, 40)}"]))
 
 
 def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     """A ruled table; content = <table><tr><td>..</td></tr></table> without whitespace."""
-    cells = _cells(rng, _real(rng, style), rng.randint(2, 6), rng.randint(2, 5))
+    cells = _cells(rng, _real(rng, style), rng.randint(2, 6), rng.randint(2, 5), style.source)
     size = style.size * rng.uniform(0.8, 1.0)
     faces = [style.body.bold if rng.random() < 0.6 else style.body.regular] + [style.body.regular] * (len(cells) - 1)
     pad = size * rng.uniform(0.4, 0.9)
-    fitted = _fit_columns(cells, faces, size, pad, slot.width)
+    fitted = _fit_columns(cells, faces, size, pad, slot.width, style.min_size)
     if fitted is None:
         return None
     cells, widths, size = fitted
@@ -268,9 +269,9 @@ def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     return Element("table", f"<table>{html}</table>", _reserve(slot, ys[-1] + 1 + PAD), tuple(runs), tuple(polys))
 
 
-def _fit_columns(cells: list[list[str]], faces: list[Face], size: float, pad: float,
-                 width: float) -> tuple[list[list[str]], list[float], float] | None:
-    """Drops last columns (down to 2), then shrinks the type (down to 11 px) until the table fits.
+def _fit_columns(cells: list[list[str]], faces: list[Face], size: float, pad: float, width: float,
+                 min_size: float) -> tuple[list[list[str]], list[float], float] | None:
+    """Drops last columns (down to 2), then shrinks the type (down to min_size) until the table fits.
 
     Returns (cells, column widths, font size), or None if it never fits.
     """
@@ -281,7 +282,7 @@ def _fit_columns(cells: list[list[str]], faces: list[Face], size: float, pad: fl
             return cells, widths, size
         if len(widths) > 2:
             cells = [row[:-1] for row in cells]
-        elif size > 11:
+        elif size > min_size:
             size *= 0.9
         else:
             return None
@@ -299,12 +300,12 @@ def _rules(rng: random.Random, xs: list[float], ys: list[float], color: Color) -
     return polys
 
 
-def _cells(rng: random.Random, real: bool, n_rows: int, n_cols: int) -> list[list[str]]:
+def _cells(rng: random.Random, real: bool, n_rows: int, n_cols: int, source: str) -> list[list[str]]:
     """Short single-line cell texts: a header row, then rows (real: a label column and numbers)."""
-    cell = lambda: " ".join(text.phrase(rng, real, rng.randint(1, 2)))
+    cell = lambda: " ".join(text.phrase(rng, real, rng.randint(1, 2), source))
     header = [cell() for _ in range(n_cols)]
     if not real:
-        body = [[" ".join(text.random_words(rng, rng.randint(1, 2))) for _ in range(n_cols)]
+        body = [[" ".join(text.random_words(rng, rng.randint(1, 2), source)) for _ in range(n_cols)]
                 for _ in range(n_rows - 1)]
         return [header] + body
     if rng.random() < 0.2:
@@ -312,29 +313,29 @@ def _cells(rng: random.Random, real: bool, n_rows: int, n_cols: int) -> list[lis
     kinds = [rng.randrange(4) for _ in range(n_cols)]
     column = lambda k: (text.number(rng) if k == 0 else text.date(rng) if k == 1
                         else f"{rng.uniform(0, 100):.{rng.randint(0, 2)}f}" if k == 2 else str(rng.randint(0, 999)))
-    rows = [[text.name(rng) if rng.random() < 0.3 else cell()] + [column(k) for k in kinds[1:]]
+    rows = [[text.name(rng, source) if rng.random() < 0.3 else cell()] + [column(k) for k in kinds[1:]]
             for _ in range(n_rows - 1)]
     return [header] + rows
 
 
 def formula_block(rng: random.Random, style: Style, slot: Slot, pool: int) -> Element | None:
     """A display formula from the pool, centred or indented; content = its bare LaTeX."""
-    index = rng.randrange(pool)
-    size = round(style.size * rng.uniform(1.0, 1.3))
+    index, z = rng.randrange(pool), style.zoom  # the raster is in image px: z px a point
+    size = round(style.size * z * rng.uniform(1.0, 1.3))
     ink = formula.raster(index, size)
-    if ink.shape[1] > slot.width:
-        size = math.floor(size * slot.width / ink.shape[1])
+    if ink.shape[1] > slot.width * z:
+        size = math.floor(size * slot.width * z / ink.shape[1])
         if size < 10:
             return None
         ink = formula.raster(index, size)
-    h, w = ink.shape
-    top = math.ceil(slot.top())
+    h, w = ink.shape[0] / z, ink.shape[1] / z  # pt
+    top = math.ceil(slot.top() * z) / z        # on the pixel grid, so the raster lands 1:1
     if w > slot.width or top + h + PAD > slot.bottom:
         return None
     free = slot.width - w
-    x = round(slot.x + (free / 2 if rng.random() < 0.7 else min(free, 2 * style.size)))
+    x = round((slot.x + (free / 2 if rng.random() < 0.7 else min(free, 2 * style.size))) * z) / z
     return Element("formula", formula.latex(index), _reserve(slot, top + h + PAD),
-                   pictures=(Picture(x, top, ink),))
+                   pictures=(Picture(x, top, ink, 1 / z),))
 
 
 def image(rng: random.Random, style: Style, slot: Slot, reserve: float) -> Element | None:
@@ -346,3 +347,55 @@ def image(rng: random.Random, style: Style, slot: Slot, reserve: float) -> Eleme
     x = slot.x + ((slot.width - w) / 2 if rng.random() < 0.7 else 0.0)
     polys, runs = chart.chart(rng, (x, slot.top(), x + w, slot.top() + h), style.body, style.size)
     return Element("image", "", _reserve(slot, slot.top() + h + PAD), tuple(runs), tuple(polys))
+
+
+HEADINGS = ("Introduction", "Background", "Related Work", "Overview", "Motivation", "Method",
+            "Methods", "Approach", "Design", "Implementation", "Experiments", "Evaluation",
+            "Results", "Discussion", "Limitations", "Conclusion", "Conclusions", "Future Work",
+            "Acknowledgements", "References", "Appendix", "Summary", "Installation", "Usage",
+            "Configuration", "Examples", "Options", "Description", "Requirements", "Scope",
+            "Definitions", "Procedure", "Data", "Analysis", "Notes", "Terms and Conditions")
+
+
+def heading(rng: random.Random, style: Style, slot: Slot, number: str) -> Element | None:
+    """A section heading of a document: "3.2 Results", bold, body size or a little larger."""
+    if rng.random() < 0.45:
+        words = rng.choice(HEADINGS).split()
+    else:
+        words = text.phrase(rng, _real(rng, style), rng.randint(1, 6), style.source)
+    if number:
+        words.insert(0, number)
+    size = style.size * rng.choice((1.0, 1.1, 1.2, 1.4))
+    face = style.heading.bold if rng.random() < 0.85 else style.heading.italic
+    s = Setting(face, size, size * 1.2, style.accent)
+    return _text_element("title", wrap(words, face, size, slot.width, slot.width)[:2], s, slot)
+
+
+def table_caption(rng: random.Random, style: Style, slot: Slot, number: int) -> Element | None:
+    """"Table 2: ..." (set above its table)."""
+    prefix = rng.choice((f"Table {number}:", f"Table {number}.", f"TABLE {number}"))
+    words = prefix.split() + text.words(rng, _real(rng, style), rng.randint(3, 18), style.source)
+    size = style.size * rng.uniform(0.85, 1.0)
+    s = Setting(style.body.regular, size, size * 1.2, style.color, "center" if rng.random() < 0.5 else "left")
+    return _text_element("image_caption", wrap(words, s.face, size, slot.width, slot.width), s, slot)
+
+
+def footnote(rng: random.Random, style: Style, slot: Slot, number: int) -> Element | None:
+    """A footnote: its number, then a sentence or two in small type."""
+    words = [str(number)] + text.words(rng, _real(rng, style), rng.randint(6, 45), style.source)
+    size = max(6.5, style.size * rng.uniform(0.75, 0.85))
+    s = Setting(style.body.regular, size, size * 1.2, style.color, style.align)
+    return _text_element("text", wrap(words, s.face, size, slot.width, slot.width), s, slot)
+
+
+def byline(rng: random.Random, style: Style, slot: Slot) -> Element | None:
+    """Authors under a document title, centred: names, then an affiliation or an e-mail address."""
+    names = [text.name(rng, style.source) for _ in range(rng.randint(1, 5))]
+    words = (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]).split()
+    if rng.random() < 0.6:
+        words += text.phrase(rng, _real(rng, style), rng.randint(2, 6), style.source)
+    if style.source == "general" and rng.random() < 0.4:
+        words.append(text.email(rng))
+    size = style.size * rng.uniform(1.0, 1.2)
+    s = Setting(style.body.regular, size, size * 1.25, style.color, "center")
+    return _text_element("text", wrap(words, s.face, size, slot.width, slot.width)[:3], s, slot)
