@@ -18,6 +18,7 @@ import pymupdf
 from hpd_training.synth import SynthConfig, fonts, render_page, text
 from hpd_training.synth.config import PAGE_SIZES
 from hpd_training.synth.debian import CHARSET, clean
+from hpd_training.synth.elements import hyphen_points, joined
 from hpd_training.synth.layout import compose_page
 from hpd_training.synth.page import INK, draw_pdf, ink_box, rasterize, to_grid
 
@@ -89,6 +90,12 @@ def test_document_boxes_are_the_tight_ink_and_cover_all_ink_but_the_rules():
                            for b in boxes[i + 1:])
 
 
+def _read_back(shown: str) -> str:
+    """Fonts that share one glyph between "-" and U+00AD, or ";" and U+037E (Greek question
+    mark), read back as the latter."""
+    return shown.replace("\xad", "-").replace("\u037e", ";")
+
+
 def test_document_text_is_what_the_pdf_page_shows_in_order():
     checked = 0
     for seed in SEEDS:
@@ -97,13 +104,12 @@ def test_document_text_is_what_the_pdf_page_shows_in_order():
         for e in layout.elements:
             clip = pymupdf.Rect(e.rect)
             if e.label in TEXT_LIKE:
-                # fonts that share one glyph between "-" and U+00AD read back as the latter
-                shown = pdf_page.get_text("text", clip=clip).replace("\xad", "-")
-                assert shown.split() == e.text.split(), e.label
+                shown = _read_back(pdf_page.get_text("text", clip=clip))
+                assert shown.split() == " ".join(t.text for t in e.lines).split(), e.label
                 checked += 1
             elif e.label == "table":
                 cells = re.findall(r"<td>(.*?)</td>", e.text)
-                words = [w[4].replace("\xad", "-") for w in pdf_page.get_text("words", clip=clip)]
+                words = [_read_back(w[4]) for w in pdf_page.get_text("words", clip=clip)]
                 assert sorted(words) == sorted(" ".join(cells).split())
     assert checked > 30
 
@@ -175,3 +181,38 @@ def test_fonts_under_hpd_fonts_are_found_and_copied(monkeypatch, tmp_path):
         assert fonts.installed()["mpl-dejavu"][0].startswith(str(tmp_path / "carry"))
     finally:
         fonts.installed.cache_clear()
+
+
+def test_document_list_items_start_with_one_kind_of_marker_and_a_space():
+    lists = [b for s in range(30) for b in document_page(s).blocks if b.label == "list"]
+    assert len(lists) >= 3
+    kinds = set()
+    for block in lists:
+        markers = [item.split(" ")[0] for item in block.text.split("\n")]
+        assert all(" " in item for item in block.text.split("\n"))
+        numbered = [re.sub(r"[0-9a-f]", "#", m) for m in markers]
+        assert len(set(numbered)) == 1, markers
+        kinds.add(numbered[0])
+    assert len(kinds) >= 2
+
+
+def test_document_content_is_its_lines_joined_and_hyphenated_words_are_whole():
+    hyphenated = 0
+    for seed in range(12):
+        page = document_page(seed)
+        for i, block in enumerate(page.blocks):
+            lines = [l.text for l in page.lines if l.block == i]
+            if block.label == "list" or not lines:
+                continue
+            assert block.text in (" ".join(lines), joined([l.split(" ") for l in lines], True))
+            breaks = sum(a[-1] == "-" and a[-2].isalpha() for a in lines[:-1])
+            if block.text != " ".join(lines):
+                hyphenated += breaks
+                assert len(block.text.split()) == len(" ".join(lines).split()) - breaks
+    assert hyphenated > 0
+
+
+def test_hyphen_points_keep_three_letters_and_a_vowel_each_side():
+    assert [("example"[:i], "example"[i:]) for i in hyphen_points("example")] == [("exam", "ple")]
+    assert hyphen_points("strength") == [] and hyphen_points("Kerberos-enabled") == []
+    assert hyphen_points("HTTPS") == [] and hyphen_points("abc") == []

@@ -33,6 +33,7 @@ CHARSET = frozenset(chr(c) for c in range(32, 127)) | frozenset(
     "\u00ef\u00f3\u00f4\u00f6\u00fa\u00fc\u00e7\u00f1\u00df\u00d7\u00b0\u00b1\u00a7\u2022")
 SOURCE_BYTES = {"licenses": 500_000, "docs": 1_700_000, "man": 1_800_000}
 PER_DOCUMENT = 30_000  # chars from one file at most, so that no package dominates
+PER_CHANGELOG = 4_000  # Debian changelogs repeat themselves ("Team upload.", "Bump Standards-Version")
 MAN_PAGES = 1200  # every k-th page of sections 1, 5, 7 and 8, sorted by path
 MAN_PER_PREFIX = 3  # pages of one command family (name up to the first "_", "-" or ".")
 _WORDLISTS = (Path("/usr/share/dict/american-english"), Path("/usr/share/dict/british-english"))
@@ -106,7 +107,7 @@ def docs() -> Iterator[str]:
                 text = re.sub(r"^\s+[*-]\s+", "\n", text, flags=re.M)
                 text = re.sub(r"^ -- .*$|^\S.*urgency=.*$", "", text, flags=re.M)
                 text = re.sub(r"^\s+", "", text, flags=re.M)
-            yield from _capped(paragraphs(text), PER_DOCUMENT)
+            yield from _capped(paragraphs(text), PER_CHANGELOG if "Debian" in path.name else PER_DOCUMENT)
 
 
 def man() -> Iterator[str]:

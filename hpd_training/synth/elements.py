@@ -58,15 +58,19 @@ class Setting:
     leading: float  # baseline-to-baseline, px
     color: Color
     align: str = "left"  # left | center | right | justify
+    stretch: float = 3.0  # a justified line's widest word gap, in spaces (else it is set left)
 
     def height(self, n_lines: int) -> float:
         return (self.face.ascent + self.face.descent) * self.size + (n_lines - 1) * self.leading
 
 
-def wrap(words: list[str], face: Face, size: float, first: float, rest: float) -> list[list[str]]:
+def wrap(words: list[str], face: Face, size: float, first: float, rest: float,
+         hyphens: bool = False) -> list[list[str]]:
     """Greedy word wrap: the first line is `first` px wide, the others `rest` px.
 
-    A word wider than a whole line is left out (so content == what is drawn).
+    A word wider than a whole line is left out (so content == what is drawn). With `hyphens`,
+    a word that does not fit at the end of a line is split where `hyphen_points` allow, if its
+    first part and a "-" fit: "exam-" ends the line, "ple" starts the next.
     """
     space = face.width(" ", size)
     lines: list[list[str]] = []
@@ -79,6 +83,13 @@ def wrap(words: list[str], face: Face, size: float, first: float, rest: float) -
             line.append(word)
             used += space + w
             continue
+        if line and hyphens and w <= rest:
+            room = limit - used - space
+            fits = [i for i in hyphen_points(word) if face.width(word[:i] + "-", size) <= room]
+            if fits:
+                line.append(word[:fits[-1]] + "-")
+                word = word[fits[-1]:]
+                w = face.width(word, size)
         if line:
             lines.append(line)
             limit = rest
@@ -86,6 +97,34 @@ def wrap(words: list[str], face: Face, size: float, first: float, rest: float) -
     if line:
         lines.append(line)
     return lines
+
+
+_VOWELS = frozenset("aeiouy")
+
+
+def hyphen_points(word: str) -> list[int]:
+    """Where a plain word of 7+ letters may break (increasing): between two consonants or
+    before a consonant followed by a vowel, keeping 3 letters and a vowel on each side. Not a
+    dictionary's hyphenation, but it looks like one."""
+    if len(word) < 7 or not word.isalpha() or not word[1:].islower():
+        return []
+    low = word.lower()
+    vowel = [c in _VOWELS for c in low]
+    return [i for i in range(3, len(word) - 2) if any(vowel[:i]) and any(vowel[i:i + 3])
+            and ((not vowel[i - 1] and not vowel[i]) or (vowel[i - 1] and not vowel[i] and vowel[i + 1]))]
+
+
+def joined(lines: list[list[str]], hyphens: bool) -> str:
+    """The content of wrapped lines: words single-spaced; with `hyphens`, a line ending in a
+    letter and "-" joins the next line without a space (hyphenation kept as printed, as in
+    real pages' text layers: "exam-" + "ple" -> "exam-ple")."""
+    texts = [" ".join(words) for words in lines]
+    if not hyphens:
+        return " ".join(texts)
+    out = texts[0]
+    for prev, line in zip(texts, texts[1:]):
+        out += ("" if len(prev) > 1 and prev[-1] == "-" and prev[-2].isalpha() else " ") + line
+    return out
 
 
 def set_lines(lines: list[list[str]], s: Setting, x: float, y: float, width: float,
@@ -105,7 +144,7 @@ def set_lines(lines: list[list[str]], s: Setting, x: float, y: float, width: flo
         lx = x + off + {"center": (avail - w) / 2, "right": avail - w}.get(s.align, 0.0)
         widths = [s.face.width(word, s.size) for word in words]
         gap = (avail - sum(widths)) / max(1, len(words) - 1)
-        if s.align == "justify" and i < len(lines) - 1 and len(words) > 1 and gap <= 3 * space:
+        if s.align == "justify" and i < len(lines) - 1 and len(words) > 1 and gap <= s.stretch * space:
             pen = lx
             for word, ww in zip(words, widths):
                 runs.append(Run(pen, base, word, s.face, s.size, s.color))
@@ -124,13 +163,13 @@ def fitting(s: Setting, slot: Slot, n_lines: int) -> int:
 
 
 def _text_element(label: str, lines: list[list[str]], s: Setting, slot: Slot,
-                  first: float = 0.0, rest: float = 0.0) -> Element | None:
+                  first: float = 0.0, rest: float = 0.0, hyphens: bool = False) -> Element | None:
     lines = lines[:fitting(s, slot, len(lines))]
     if not lines:
         return None
     runs, boxes = set_lines(lines, s, slot.x, slot.top(), slot.width, first, rest)
     bottom = slot.top() + s.height(len(lines)) + PAD
-    content = " ".join(" ".join(words) for words in lines)
+    content = joined(lines, hyphens)
     return Element(label, content, _reserve(slot, bottom), tuple(runs), lines=tuple(boxes))
 
 
@@ -144,9 +183,10 @@ def _real(rng: random.Random, style: Style) -> bool:
 
 def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words), style.source)
-    s = Setting(style.body.regular, style.size, style.leading, style.color, style.align)
-    lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width)
-    return _text_element("text", lines, s, slot, first=style.indent)
+    s = Setting(style.body.regular, style.size, style.leading, style.color, style.align,
+                8.0 if style.document else 3.0)
+    lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width, style.hyphens)
+    return _text_element("text", lines, s, slot, first=style.indent, hyphens=style.hyphens)
 
 
 def title(rng: random.Random, style: Style, slot: Slot, document: bool) -> Element | None:
@@ -162,16 +202,21 @@ def title(rng: random.Random, style: Style, slot: Slot, document: bool) -> Eleme
     return _text_element("title", wrap(words, face, size, slot.width, slot.width)[:2], s, slot)
 
 
+DOCUMENT_MARKERS = ("•", "•", "–", "-", "1.", "1.", "(a)", "a)")
+
+
 def bullet_list(rng: random.Random, style: Style, slot: Slot) -> Element | None:
-    """Items starting with "- " or "1. "; content = the items joined by newlines."""
+    """Items starting with "- " or "1. " (documents: also "• ", "– ", "(a) ", "a) ");
+    content = the items joined by newlines."""
     real, numbered = _real(rng, style), rng.random() < 0.5
+    kind = rng.choice(DOCUMENT_MARKERS) if style.document else "1." if numbered else "-"
     s = Setting(style.body.regular, style.size, style.leading, style.color)
     indent = rng.choice((0.0, 0.0, style.size, 2 * style.size))
     item_gap = style.leading * rng.uniform(0.0, 0.4)
     runs, boxes, items = [], [], []
     y = slot.top()
     for k in range(rng.randint(2, 6)):
-        marker = f"{k + 1}." if numbered else "-"
+        marker = {"1.": f"{k + 1}.", "(a)": f"({'abcdef'[k]})", "a)": f"{'abcdef'[k]})"}.get(kind, kind)
         hang = s.face.width(marker + " ", s.size)
         words = [marker] + text.words(rng, real, rng.randint(2, 25), style.source)
         lines = wrap(words, s.face, s.size, slot.width - indent, slot.width - indent - hang)
@@ -236,7 +281,8 @@ def _number_words(rng: random.Random, real: bool, source: str) -> list[str]:
 
 def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     """A ruled table; content = <table><tr><td>..</td></tr></table> without whitespace."""
-    cells = _cells(rng, _real(rng, style), rng.randint(2, 6), rng.randint(2, 5), style.source)
+    rows, cols = (14, 7) if style.document else (6, 5)
+    cells = _cells(rng, _real(rng, style), rng.randint(2, rows), rng.randint(2, cols), style.source)
     size = style.size * rng.uniform(0.8, 1.0)
     faces = [style.body.bold if rng.random() < 0.6 else style.body.regular] + [style.body.regular] * (len(cells) - 1)
     pad = size * rng.uniform(0.4, 0.9)
@@ -385,7 +431,8 @@ def footnote(rng: random.Random, style: Style, slot: Slot, number: int) -> Eleme
     words = [str(number)] + text.words(rng, _real(rng, style), rng.randint(6, 45), style.source)
     size = max(6.5, style.size * rng.uniform(0.75, 0.85))
     s = Setting(style.body.regular, size, size * 1.2, style.color, style.align)
-    return _text_element("text", wrap(words, s.face, size, slot.width, slot.width), s, slot)
+    lines = wrap(words, s.face, size, slot.width, slot.width, style.hyphens)
+    return _text_element("text", lines, s, slot, hyphens=style.hyphens)
 
 
 def byline(rng: random.Random, style: Style, slot: Slot) -> Element | None:

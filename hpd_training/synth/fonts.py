@@ -178,11 +178,10 @@ def family(name: str) -> Family:
     return Family(name, *(_face(n) for n in (_FAMILIES.get(name) or installed()[name])))
 
 
-# The subset copied for machines without the Debian packages (~10 MB): serif and sans of each look.
-CARRY_FAMILIES = ("liberation-serif", "liberation-sans", "caladea", "carlito", "texgyre-termes",
-                  "texgyre-pagella", "texgyre-schola", "texgyre-heros", "latin-modern-roman",
-                  "latin-modern-sans", "nimbus-roman", "nimbus-sans", "p052", "c059",
-                  "dejavu-serif-condensed", "dejavu-sans-condensed", "liberation-mono")
+# The subset copied for machines without the Debian packages (~12 MB): every document family
+# but the largest files (Noto, DejaVu Sans Condensed), and one monospaced family.
+CARRY_FAMILIES = tuple(n for n in DOCUMENT_FAMILIES if not n.startswith(("noto-", "dejavu-sans"))) + (
+    "liberation-mono",)
 
 
 if __name__ == "__main__":

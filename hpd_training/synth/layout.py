@@ -165,7 +165,8 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
                 if byline is not None:
                     placed.append((byline, "span"))
                     y = byline.rect[3] + style.size * rng.uniform(1.0, 2.5)
-    two = rng.random() < config.two_column_prob
+    wide = style.document and frame.x1 - frame.x0 > 560  # landscape: lines of 150+ characters
+    two = rng.random() < (max(0.85, config.two_column_prob) if wide else config.two_column_prob)
     gutter = style.size * rng.uniform(1.2, 2.5)
     col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
     columns = [(frame.x0, "left"), (frame.x1 - col_w, "right")] if two else [(frame.x0, "body")]

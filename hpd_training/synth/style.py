@@ -32,6 +32,7 @@ class Style:
     zoom: float = 1.0        # rendered px per layout unit (pt)
     min_size: float = 11.0   # smallest type a table may shrink to
     document: bool = False   # typesetting "document"
+    hyphens: bool = False    # paragraphs and footnotes hyphenate at line ends
 
 
 def pick_style(rng: random.Random, config: SynthConfig) -> Style:
@@ -61,7 +62,8 @@ def _document_style(rng: random.Random, config: SynthConfig) -> Style:
         muted=(g := rng.uniform(0.0, 0.35), g, g),
         real_fraction=config.real_text_fraction,
         paragraph_words=config.paragraph_words,
-        source=config.text_source, zoom=config.dpi / 72, min_size=6.5, document=True)
+        source=config.text_source, zoom=config.dpi / 72, min_size=6.5, document=True,
+        hyphens=rng.random() < 0.5)
 
 
 def _classic_style(rng: random.Random, config: SynthConfig) -> Style:
