@@ -134,6 +134,7 @@ def test_document_pages_have_headings_footnotes_and_captions_in_the_label_set():
     assert any(re.match(r"\d+(\.\d+)? \S", b.text) for b in blocks if b.label == "title")
     assert any(b.text.startswith(("Table", "TABLE", "Fig")) for b in blocks if b.label == "image_caption")
     assert any(len(document_page(s).layout.decorations) for s in range(12))
+    assert any(b.text == "Abstract" for s in range(40) for b in document_page(s).blocks)
 
 
 def test_general_text_is_in_the_charset_and_not_pythons_docs():

@@ -184,7 +184,7 @@ def _real(rng: random.Random, style: Style) -> bool:
 def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words), style.source)
     s = Setting(style.body.regular, style.size, style.leading, style.color, style.align,
-                8.0 if style.document else 3.0)
+                6.0 if style.document else 3.0)
     lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width, style.hyphens)
     return _text_element("text", lines, s, slot, first=style.indent, hyphens=style.hyphens)
 
@@ -403,9 +403,13 @@ HEADINGS = ("Introduction", "Background", "Related Work", "Overview", "Motivatio
             "Definitions", "Procedure", "Data", "Analysis", "Notes", "Terms and Conditions")
 
 
-def heading(rng: random.Random, style: Style, slot: Slot, number: str) -> Element | None:
-    """A section heading of a document: "3.2 Results", bold, body size or a little larger."""
-    if rng.random() < 0.45:
+def heading(rng: random.Random, style: Style, slot: Slot, number: str,
+            words: list[str] | None = None) -> Element | None:
+    """A section heading of a document: "3.2 Results" (or `words`), bold, body size or a little
+    larger."""
+    if words is not None:
+        words = list(words)
+    elif rng.random() < 0.45:
         words = rng.choice(HEADINGS).split()
     else:
         words = text.phrase(rng, _real(rng, style), rng.randint(1, 6), style.source)

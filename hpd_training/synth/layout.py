@@ -165,6 +165,10 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
                 if byline is not None:
                     placed.append((byline, "span"))
                     y = byline.rect[3] + style.size * rng.uniform(1.0, 2.5)
+            if style.document and rng.random() < 0.4:
+                abstract = _abstract(rng, style, replace(frame, top=y))
+                placed += [(e, "span") for e in abstract]
+                y = abstract[-1].rect[3] + style.size * rng.uniform(1.0, 2.5) if abstract else y
     wide = style.document and frame.x1 - frame.x0 > 560  # landscape: lines of 150+ characters
     two = rng.random() < (max(0.85, config.two_column_prob) if wide else config.two_column_prob)
     gutter = style.size * rng.uniform(1.2, 2.5)
@@ -188,6 +192,19 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
             figure += len(new) - 1 if new[0].label == "image" else 0
             y_col = new[-1].rect[3]
     return placed, two
+
+
+def _abstract(rng: random.Random, style: Style, frame: _Frame) -> list[Element]:
+    """"Abstract" and a paragraph in smaller type across the page, inset from both margins;
+    [] when the paragraph does not fit."""
+    inset = (frame.x1 - frame.x0) * rng.uniform(0.0, 0.1)
+    slot = Slot(frame.x0 + inset, frame.top, frame.x1 - frame.x0 - 2 * inset, frame.bottom)
+    head = el.heading(rng, style, slot, "", ["Abstract"])
+    small = replace(style, size=style.size * 0.9, leading=style.leading * 0.9, indent=0.0,
+                    paragraph_words=(50, 160), real_fraction=1.0)
+    below = replace(slot, y=head.rect[3] + style.size * rng.uniform(0.2, 0.6)) if head else slot
+    body = el.paragraph(rng, small, below) if head else None
+    return [head, body] if body else []
 
 
 def _gap(rng: random.Random, style: Style, label: str) -> float:
