@@ -217,3 +217,9 @@ def test_hyphen_points_keep_three_letters_and_a_vowel_each_side():
     assert [("example"[:i], "example"[i:]) for i in hyphen_points("example")] == [("exam", "ple")]
     assert hyphen_points("strength") == [] and hyphen_points("Kerberos-enabled") == []
     assert hyphen_points("HTTPS") == [] and hyphen_points("abc") == []
+
+
+def test_hpd_eval_offers_every_preset_including_document():
+    from hpd_tools.evaluate import SYNTH_PRESETS
+    assert "document" in SYNTH_PRESETS
+    assert all(isinstance(getattr(SynthConfig, p)(), SynthConfig) for p in SYNTH_PRESETS)
