@@ -223,3 +223,14 @@ def test_hpd_eval_offers_every_preset_including_document():
     from hpd_tools.evaluate import SYNTH_PRESETS
     assert "document" in SYNTH_PRESETS
     assert all(isinstance(getattr(SynthConfig, p)(), SynthConfig) for p in SYNTH_PRESETS)
+
+
+def test_document_paragraphs_set_some_words_in_italic_or_bold_within_their_lines():
+    mixed = 0
+    for seed in SEEDS:
+        for e in compose_page(seed, DOCUMENT).elements:
+            if e.label == "text" and len({r.face for r in e.runs}) > 1:
+                mixed += 1
+                regular = max({r.face for r in e.runs}, key=[r.face for r in e.runs].count)
+                assert all(r.face is regular or " " not in r.text for r in e.runs)  # a run a word
+    assert mixed > 0

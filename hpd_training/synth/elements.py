@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpd_training.synth import chart, formula, text
 from hpd_training.synth.drawing import Color, Picture, Poly, Rect, Run
@@ -59,25 +59,31 @@ class Setting:
     color: Color
     align: str = "left"  # left | center | right | justify
     stretch: float = 3.0  # a justified line's widest word gap, in spaces (else it is set left)
+    emphasis: dict[str, Face] = field(default_factory=dict)  # words set in another face (italic)
+
+    def face_of(self, word: str) -> Face:
+        return self.emphasis.get(word, self.face)
 
     def height(self, n_lines: int) -> float:
         return (self.face.ascent + self.face.descent) * self.size + (n_lines - 1) * self.leading
 
 
 def wrap(words: list[str], face: Face, size: float, first: float, rest: float,
-         hyphens: bool = False) -> list[list[str]]:
+         hyphens: bool = False, emphasis: dict[str, Face] | None = None) -> list[list[str]]:
     """Greedy word wrap: the first line is `first` px wide, the others `rest` px.
 
     A word wider than a whole line is left out (so content == what is drawn). With `hyphens`,
     a word that does not fit at the end of a line is split where `hyphen_points` allow, if its
-    first part and a "-" fit: "exam-" ends the line, "ple" starts the next.
+    first part and a "-" fit: "exam-" ends the line, "ple" starts the next. Words in
+    `emphasis` are measured in their face.
     """
     space = face.width(" ", size)
     lines: list[list[str]] = []
     line: list[str] = []
     used = 0.0
+    width = lambda wd: (emphasis.get(wd, face) if emphasis else face).width(wd, size)
     for word in words:
-        w = face.width(word, size)
+        w = width(word)
         limit = first if not lines else rest
         if line and used + space + w <= limit:
             line.append(word)
@@ -85,11 +91,11 @@ def wrap(words: list[str], face: Face, size: float, first: float, rest: float,
             continue
         if line and hyphens and w <= rest:
             room = limit - used - space
-            fits = [i for i in hyphen_points(word) if face.width(word[:i] + "-", size) <= room]
-            if fits:
+            fits = [i for i in hyphen_points(word) if width(word[:i] + "-") <= room]
+            if fits and not (emphasis and word in emphasis):
                 line.append(word[:fits[-1]] + "-")
                 word = word[fits[-1]:]
-                w = face.width(word, size)
+                w = width(word)
         if line:
             lines.append(line)
             limit = rest
@@ -140,16 +146,18 @@ def set_lines(lines: list[list[str]], s: Setting, x: float, y: float, width: flo
         off = first if i == 0 else rest
         avail = width - off
         line = " ".join(words)
-        w = s.face.width(line, s.size)
+        mixed = any(word in s.emphasis for word in words)
+        widths = [s.face_of(word).width(word, s.size) for word in words]
+        w = sum(widths) + space * (len(words) - 1) if mixed else s.face.width(line, s.size)
         lx = x + off + {"center": (avail - w) / 2, "right": avail - w}.get(s.align, 0.0)
-        widths = [s.face.width(word, s.size) for word in words]
         gap = (avail - sum(widths)) / max(1, len(words) - 1)
-        if s.align == "justify" and i < len(lines) - 1 and len(words) > 1 and gap <= s.stretch * space:
-            pen = lx
+        justify = s.align == "justify" and i < len(lines) - 1 and len(words) > 1 and gap <= s.stretch * space
+        if justify or mixed:  # a run a word
+            pen, step = lx, gap if justify else space
             for word, ww in zip(words, widths):
-                runs.append(Run(pen, base, word, s.face, s.size, s.color))
-                pen += ww + gap
-            w = avail
+                runs.append(Run(pen, base, word, s.face_of(word), s.size, s.color))
+                pen += ww + step
+            w = avail if justify else w
         else:
             runs.append(Run(lx, base, line, s.face, s.size, s.color))
         boxes.append(TextLine((lx, base - s.face.ascent * s.size, lx + w, base + s.face.descent * s.size), line))
@@ -184,9 +192,19 @@ def _real(rng: random.Random, style: Style) -> bool:
 def paragraph(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     words = text.words(rng, _real(rng, style), rng.randint(*style.paragraph_words), style.source)
     s = Setting(style.body.regular, style.size, style.leading, style.color, style.align,
-                6.0 if style.document else 3.0)
-    lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width, style.hyphens)
+                6.0 if style.document else 3.0, _emphasis(rng, style, words) if style.document else {})
+    lines = wrap(words, s.face, s.size, slot.width - style.indent, slot.width, style.hyphens, s.emphasis)
     return _text_element("text", lines, s, slot, first=style.indent, hyphens=style.hyphens)
+
+
+def _emphasis(rng: random.Random, style: Style, words: list[str]) -> dict[str, Face]:
+    """Half of a document's paragraphs set 1-3 of their words (every occurrence) in italic, or
+    bold, as terms and names are."""
+    plain = sorted({w for w in words[1:] if w.isalpha() and len(w) > 3})
+    if rng.random() < 0.5 or not plain:
+        return {}
+    face = style.body.italic if rng.random() < 0.75 else style.body.bold
+    return {w: face for w in rng.sample(plain, min(len(plain), rng.randint(1, 3)))}
 
 
 def title(rng: random.Random, style: Style, slot: Slot, document: bool) -> Element | None:
