@@ -234,3 +234,11 @@ def test_document_paragraphs_set_some_words_in_italic_or_bold_within_their_lines
                 regular = max({r.face for r in e.runs}, key=[r.face for r in e.runs].count)
                 assert all(r.face is regular or " " not in r.text for r in e.runs)  # a run a word
     assert mixed > 0
+
+
+def test_document_code_blocks_are_monospaced_text_and_their_panel_is_not_ink():
+    codes = [(s, e) for s in range(40) for e in compose_page(s, DOCUMENT).elements
+             if e.label == "text" and e.runs and e.runs[0].face.font.is_monospaced]
+    assert codes
+    panels = [(s, e) for s, e in codes if e.polys]
+    assert panels and all(max(e.polys[0].fill) * 255 > INK for _, e in panels)

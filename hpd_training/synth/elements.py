@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from hpd_training.synth import chart, formula, text
-from hpd_training.synth.drawing import Color, Picture, Poly, Rect, Run
+from hpd_training.synth.drawing import Color, Picture, Poly, Rect, Run, rect_poly
 from hpd_training.synth.fonts import Face
 from hpd_training.synth.style import Style
 
@@ -468,3 +468,40 @@ def byline(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     size = style.size * rng.uniform(1.0, 1.2)
     s = Setting(style.body.regular, size, size * 1.25, style.color, "center")
     return _text_element("text", wrap(words, s.face, size, slot.width, slot.width)[:3], s, slot)
+
+
+def code_block(rng: random.Random, style: Style, slot: Slot) -> Element | None:
+    """A few lines of commands or code in the monospaced face, indented, sometimes on a light
+    grey panel (paper-light: not ink); a text block whose content is its lines single-spaced."""
+    size = style.size * rng.uniform(0.85, 0.95)
+    s = Setting(style.mono.regular, size, size * rng.uniform(1.15, 1.3), style.color)
+    inset = rng.choice((0.0, style.size, 2 * style.size))
+    lines = [ln for ln in (_code_line(rng, style.source) for _ in range(rng.randint(2, 8)))
+             if s.face.width(" ".join(ln), size) <= slot.width - inset - 2 * PAD]
+    panel = Slot(slot.x + inset, slot.y, slot.width - inset, slot.bottom)
+    element = _text_element("text", lines, s, Slot(panel.x + PAD, panel.y + PAD, panel.width - 2 * PAD,
+                                                   panel.bottom - PAD))
+    if element is None or rng.random() < 0.5:
+        return element
+    x0, y0, x1, y1 = element.rect
+    grey = (0.95, 0.95, 0.95)
+    box = rect_poly((panel.x, panel.y + PAD / 2, panel.x + panel.width, y1 + PAD / 2), None, grey)
+    return Element(element.label, element.text, (x0 - PAD, slot.y, x1 + PAD, y1 + PAD), element.runs,
+                   (box,), lines=element.lines)
+
+
+def _code_line(rng: random.Random, source: str) -> list[str]:
+    """One line of a shell session, a configuration file or a program."""
+    vocab = text.corpus(source).vocabulary
+    word = lambda: rng.choice(vocab)[:10].lower()
+    kind = rng.randrange(5)
+    if kind == 0:
+        return ["$", word(), f"--{word()}", f"{word()}.{rng.choice(('txt', 'conf', 'c', 'py', 'tex'))}"]
+    if kind == 1:
+        return [f"{word()}_{word()}", "=", rng.choice((str(rng.randint(0, 4096)), f'"{word()}"', "true"))]
+    if kind == 2:
+        return [f"{word()}({word()},", f"{rng.randint(0, 99)});"]
+    if kind == 3:
+        return [f"#include <{word()}.h>"]
+    return [rng.choice(("if", "for", "while", "return")), f"({word()}", rng.choice(("<", "==", "!=")),
+            f"{rng.randint(0, 9)})"]

@@ -112,6 +112,11 @@ def document_families() -> tuple[str, ...]:
     return tuple(sorted(set(installed()) & set(DOCUMENT_FAMILIES))) or FALLBACK_FAMILIES
 
 
+def document_mono() -> str:
+    """The first installed DOCUMENT_MONO family, or Base14 Courier."""
+    return next((n for n in DOCUMENT_MONO if n in installed()), "courier")
+
+
 def copy_fonts(target: Path, names: tuple[str, ...]) -> int:
     """Copies the files of the named installed families into target; returns bytes copied."""
     target.mkdir(parents=True, exist_ok=True)

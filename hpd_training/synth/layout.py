@@ -237,6 +237,9 @@ def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot, la
         below = Slot(slot.x, img.rect[3] + style.size * rng.uniform(0.2, 0.6), slot.width, slot.bottom)
         cap = el.caption(rng, style, below, figure) if with_caption else None
         return [img] if cap is None else [img, cap]
+    if style.mono is not None and label == "text" and rng.random() < 0.08:
+        code = el.code_block(rng, style, slot)
+        return [] if code is None else [code]
     build = {"text": el.paragraph, "list": el.bullet_list, "table": el.table,
              "title": lambda r, s, sl: el.title(r, s, sl, document=False),
              "formula": lambda r, s, sl: el.formula_block(r, s, sl, config.formula_pool)}[label]

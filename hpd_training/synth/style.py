@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from hpd_training.synth.config import SynthConfig
 from hpd_training.synth.drawing import Color
-from hpd_training.synth.fonts import FAMILY_NAMES, PROSE_FAMILIES, Family, document_families, family
+from hpd_training.synth.fonts import (FAMILY_NAMES, PROSE_FAMILIES, Family, document_families,
+                                      document_mono, family)
 
 ACCENTS: tuple[Color, ...] = ((0.1, 0.15, 0.45), (0.5, 0.08, 0.08), (0.05, 0.3, 0.15), (0.2, 0.2, 0.2))
 
@@ -33,6 +34,7 @@ class Style:
     min_size: float = 11.0   # smallest type a table may shrink to
     document: bool = False   # typesetting "document"
     hyphens: bool = False    # paragraphs and footnotes hyphenate at line ends
+    mono: Family | None = None  # code blocks (document typesetting)
 
 
 def pick_style(rng: random.Random, config: SynthConfig) -> Style:
@@ -63,7 +65,8 @@ def _document_style(rng: random.Random, config: SynthConfig) -> Style:
         real_fraction=config.real_text_fraction,
         paragraph_words=config.paragraph_words,
         source=config.text_source, zoom=config.dpi / 72, min_size=6.5, document=True,
-        hyphens=rng.random() < 0.5)
+        hyphens=rng.random() < 0.5,
+        mono=family(document_mono() if config.fonts == "document" else "courier"))
 
 
 def _classic_style(rng: random.Random, config: SynthConfig) -> Style:
