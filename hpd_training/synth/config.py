@@ -19,6 +19,15 @@ Range = tuple[float, float]
 LARGE_TYPE: Range = (22.0, 28.0)
 DENSE_LARGE_TYPE: Range = (20.0, 26.0)
 
+# Real page sizes in points (width, height), drawn uniformly: US letter and A4 most often, then
+# landscape, A5 and a 6 x 9 in book page.
+PAGE_SIZES: tuple[tuple[float, float], ...] = (
+    (612.0, 792.0), (612.0, 792.0), (612.0, 792.0), (595.0, 842.0), (595.0, 842.0), (595.0, 842.0),
+    (792.0, 612.0), (842.0, 595.0), (420.0, 595.0), (432.0, 648.0))
+TEXT_SOURCES = ("python", "general")  # data/corpus.txt (Python's docs) | data/general.txt.xz (Debian)
+FONT_SETS = ("builtin", "document")   # fonts.FAMILY_NAMES | fonts.document_families()
+TYPESETTINGS = ("classic", "document")
+
 
 @dataclass(frozen=True)
 class SynthConfig:
@@ -46,6 +55,12 @@ class SynthConfig:
     jpeg_prob: float = 0.3
     contrast_prob: float = 0.3
     formula_pool: int = 512                # distinct formulas (rendered once per process, cached)
+    # Layout units are points; the page renders at dpi (72: 1 pt = 1 px, the classic presets).
+    dpi: float = 72.0
+    page_sizes: tuple[tuple[float, float], ...] = ()  # drawn per page; () = width x aspect_range
+    text_source: str = "python"            # TEXT_SOURCES
+    fonts: str = "builtin"                 # FONT_SETS
+    typesetting: str = "classic"           # "document": numbered headings, footnotes, table captions
 
     def __post_init__(self) -> None:
         if self.width < 128:
@@ -73,6 +88,14 @@ class SynthConfig:
             raise ValueError("label_weights must be >= 0 with a positive sum")
         if self.formula_pool < 1:
             raise ValueError("formula_pool must be >= 1")
+        if not 36 <= self.dpi <= 600:
+            raise ValueError(f"dpi must be in [36, 600], got {self.dpi}")
+        if any(not (100 <= w <= 2000 and 100 <= h <= 2000) for w, h in self.page_sizes):
+            raise ValueError(f"page_sizes must be 100-2000 pt a side, got {self.page_sizes}")
+        for name, allowed in (("text_source", TEXT_SOURCES), ("fonts", FONT_SETS),
+                              ("typesetting", TYPESETTINGS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
     @classmethod
     def simple(cls, n_blocks: int = 2, **overrides) -> SynthConfig:
@@ -110,4 +133,22 @@ class SynthConfig:
                    font_size_range=(14.0, 17.0), paragraph_words=(10, 70), label_weights=(
                        ("title", 1.0), ("text", 4.0), ("list", 1.2), ("table", 1.2),
                        ("formula", 0.8), ("image", 0.8)))
+        return replace(base, **overrides)
+
+    @classmethod
+    def document(cls, **overrides) -> SynthConfig:
+        """Pages that look like real documents, at the resolution real pages reach the model:
+        letter, A4 and other real sizes (some landscape) rendered at 150 dpi, 8-12 pt body text
+        in Debian's fonts, general English and technical text, mostly justified paragraphs with
+        indents or spacing, numbered section headings, running headers, page numbers,
+        footnotes, captioned tables and figures, display formulas, one or two columns."""
+        base = cls(dpi=150.0, page_sizes=PAGE_SIZES, text_source="general", fonts="document",
+                   typesetting="document", min_blocks=8, max_blocks=30, doc_title_prob=0.35,
+                   caption_prob=0.9, header_prob=0.6, footer_prob=0.35, page_number_prob=0.85,
+                   two_column_prob=0.4, font_size_range=(8.0, 12.0), title_scale_range=(1.4, 2.2),
+                   line_spacing_range=(1.12, 1.35), paragraph_words=(20, 150),
+                   real_text_fraction=0.8, noise_prob=0.15, blur_prob=0.1, jpeg_prob=0.2,
+                   contrast_prob=0.2, label_weights=(
+                       ("title", 1.0), ("text", 6.0), ("list", 0.8), ("table", 0.7),
+                       ("formula", 0.5), ("image", 0.5)))
         return replace(base, **overrides)

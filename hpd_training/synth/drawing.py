@@ -1,6 +1,6 @@
 """Drawing primitives of synthetic pages and how they go onto a pymupdf page.
 
-Coordinates are page pixels (the PDF page is built with 1 pt = 1 px), origin top-left.
+Coordinates are PDF points, origin top-left (pixels of the classic presets, rendered at 72 dpi).
 """
 
 from __future__ import annotations
@@ -41,10 +41,12 @@ class Poly:
 
 @dataclass(frozen=True, eq=False)
 class Picture:
-    """A grey raster placed 1:1 with its top-left corner at integer (x, y)."""
-    x: int
-    y: int
+    """A grey raster with its top-left corner at (x, y), `scale` units a raster pixel (placed
+    1:1 on the rendered page when x, y sit on its pixel grid and scale is 1 / zoom)."""
+    x: float
+    y: float
     ink: np.ndarray  # uint8 [H, W], 0 = paper, 255 = black
+    scale: float = 1.0
 
 
 def rect_poly(r: Rect, stroke: Color | None, fill: Color | None = None, width: float = 1.0) -> Poly:
@@ -63,7 +65,8 @@ def draw(page: pymupdf.Page, polys: list[Poly], pictures: list[Picture], runs: l
     for pic in pictures:
         h, w = pic.ink.shape
         pixmap = pymupdf.Pixmap(pymupdf.csGRAY, w, h, (255 - pic.ink).tobytes(), False)
-        page.insert_image(pymupdf.Rect(pic.x, pic.y, pic.x + w, pic.y + h), pixmap=pixmap)
+        page.insert_image(pymupdf.Rect(pic.x, pic.y, pic.x + w * pic.scale, pic.y + h * pic.scale),
+                          pixmap=pixmap)
     writers: dict[Color, pymupdf.TextWriter] = {}
     rect = page.rect
     for run in runs:

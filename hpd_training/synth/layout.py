@@ -2,8 +2,8 @@
 
 `compose_page(seed, config)` decides everything about a page (a pure function of the seed)
 and returns the elements in reading order: header, the body (a full-width document title,
-then one column, or the left column top to bottom and then the right one), then footer and
-page number.
+then one column, or the left column top to bottom and then the right one), footnotes, then
+footer and page number. Units are points (= px of the classic presets at 72 dpi).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from hpd_training.synth.drawing import Poly
 from hpd_training.synth import elements as el
 from hpd_training.synth.config import SynthConfig
 from hpd_training.synth.elements import Element, Slot
@@ -22,11 +23,13 @@ REGIONS = ("top", "span", "body", "left", "right", "bottom")
 
 @dataclass(frozen=True, eq=False)
 class Layout:
-    width: int   # px
-    height: int  # px
+    width: float  # pt
+    height: float  # pt
     elements: tuple[Element, ...]  # reading order
     regions: tuple[str, ...]       # one of REGIONS per element
     two_columns: bool
+    decorations: tuple[Poly, ...] = ()  # rules outside every element (no block, no content)
+    zoom: float = 1.0                   # rendered px per pt (config.dpi / 72)
 
 
 Placed = tuple[Element, str]  # an element and its region
@@ -41,10 +44,30 @@ class _Frame:
     bottom: float  # y where the body ends
 
 
+@dataclass
+class _Numbers:
+    """Running numbers of a document page's sections, tables and footnotes (mutable while the
+    page is composed)."""
+    section: int
+    numbered: bool
+    subsection: int = 0
+    table: int = 1
+
+    def heading(self, rng: random.Random) -> str:
+        if rng.random() < 0.4 or self.subsection == 0 and rng.random() < 0.5:
+            self.section, self.subsection = self.section + 1, 0
+            return f"{self.section}" + ("." if rng.random() < 0.3 else "") if self.numbered else ""
+        self.subsection += 1
+        return f"{self.section}.{self.subsection}" if self.numbered else ""
+
+
 def compose_page(seed: int, config: SynthConfig) -> Layout:
     rng = random.Random(seed)
-    width = config.width
-    height = round(width * rng.uniform(*config.aspect_range))
+    if config.page_sizes:
+        width, height = rng.choice(config.page_sizes)
+    else:
+        width = config.width
+        height = round(width * rng.uniform(*config.aspect_range))
     style = pick_style(rng, config)
     margin_x = width * rng.uniform(0.06, 0.12)
     frame = _Frame(margin_x, width - margin_x, height * rng.uniform(0.05, 0.09),
@@ -53,11 +76,47 @@ def compose_page(seed: int, config: SynthConfig) -> Layout:
     gap = style.size * rng.uniform(0.8, 2.0)
     frame = replace(frame, top=max([frame.top] + [e.rect[3] + gap for e, _ in top]),
                     bottom=min([frame.bottom] + [e.rect[1] - gap for e, _ in bottom]))
+    notes, rules = [], []
+    if style.document:
+        rules = _header_rule(rng, style, frame, top, gap)
+        notes, frame, note_rules = _footnotes(rng, style, frame)
+        rules += note_rules
     body, two = _body(rng, style, config, frame)
     head = [p for p in top + bottom if p[0].label == "header"]
     tail = sorted((p for p in top + bottom if p[0].label != "header"), key=lambda p: p[0].label)
-    placed = head + body + tail  # footer sorts before page_number
-    return Layout(width, height, tuple(e for e, _ in placed), tuple(r for _, r in placed), two)
+    placed = head + body + notes + tail  # footer sorts before page_number
+    return Layout(width, height, tuple(e for e, _ in placed), tuple(r for _, r in placed), two,
+                  tuple(rules), config.dpi / 72)
+
+
+def _header_rule(rng: random.Random, style: Style, frame: _Frame, top: list[Placed],
+                 gap: float) -> list[Poly]:
+    """Sometimes a thin rule between the running header and the body."""
+    if not any(e.label == "header" for e, _ in top) or rng.random() < 0.6:
+        return []
+    y = max(e.rect[3] for e, _ in top) + gap / 2
+    return [Poly(((frame.x0, y), (frame.x1, y)), style.muted, width=0.5)]
+
+
+def _footnotes(rng: random.Random, style: Style, frame: _Frame) -> tuple[list[Placed], _Frame, list[Poly]]:
+    """0-3 footnotes at the bottom of the body, under a short rule; the body ends above it."""
+    count = rng.choice((0, 0, 0, 1, 1, 2, 3))
+    first, width, built = rng.randint(1, 12), frame.x1 - frame.x0, []
+    for k in reversed(range(count)):  # bottom-up: each note is set in the room above the next one
+        bottom = built[-1].rect[1] if built else frame.bottom
+        seed = rng.random()  # the same draws twice: measure the note, then set it at the bottom
+        probe = el.footnote(random.Random(seed), style, Slot(frame.x0, frame.top, width, bottom), first + k)
+        if probe is None:
+            break
+        top = bottom - (probe.rect[3] - probe.rect[1])
+        built.append(el.footnote(random.Random(seed), style, Slot(frame.x0, top, width, bottom), first + k))
+    if not built or built[-1].rect[1] < frame.top + 0.5 * (frame.bottom - frame.top):
+        return [], frame, []
+    gap = style.size * rng.uniform(0.6, 1.2)
+    y = built[-1].rect[1] - gap / 2
+    rule = Poly(((frame.x0, y), (frame.x0 + width * rng.uniform(0.2, 0.4), y)), style.color, width=0.5)
+    notes = [(e, "bottom") for e in reversed(built)]
+    return notes, replace(frame, bottom=y - gap / 2), [rule]
 
 
 def _margins(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame,
@@ -101,34 +160,74 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
         if doc_title is not None:
             placed.append((doc_title, "span"))
             y = doc_title.rect[3] + spread * style.size * rng.uniform(0.8, 2.0)
-    two = rng.random() < config.two_column_prob
+            if style.document and rng.random() < 0.6:
+                byline = el.byline(rng, style, Slot(frame.x0, y, frame.x1 - frame.x0, frame.bottom))
+                if byline is not None:
+                    placed.append((byline, "span"))
+                    y = byline.rect[3] + style.size * rng.uniform(1.0, 2.5)
+            if style.document and rng.random() < 0.4:
+                abstract = _abstract(rng, style, replace(frame, top=y))
+                placed += [(e, "span") for e in abstract]
+                y = abstract[-1].rect[3] + style.size * rng.uniform(1.0, 2.5) if abstract else y
+    wide = style.document and frame.x1 - frame.x0 > 560  # landscape: lines of 150+ characters
+    two = rng.random() < (max(0.85, config.two_column_prob) if wide else config.two_column_prob)
     gutter = style.size * rng.uniform(1.2, 2.5)
     col_w = (frame.x1 - frame.x0 - gutter) / 2 if two else frame.x1 - frame.x0
     columns = [(frame.x0, "left"), (frame.x1 - col_w, "right")] if two else [(frame.x0, "body")]
     labels, weights = zip(*config.label_weights)
     column, y_col, figure = 0, y, rng.randint(1, 9)
+    numbers = _Numbers(rng.randint(0, 6), rng.random() < 0.75, table=rng.randint(1, 6)) if style.document else None
     for label in rng.choices(labels, weights, k=max(0, n_blocks)):
+        tag = numbers.heading(rng) if numbers and label == "title" else ""
         for _ in range(2):  # this column, then the next one
             x, region = columns[column]
             gap = 0.0 if y_col == y else spread * _gap(rng, style, label)
-            new = _block(rng, style, config, Slot(x, y_col + gap, col_w, frame.bottom), label, figure)
+            new = _block(rng, style, config, Slot(x, y_col + gap, col_w, frame.bottom), label, figure,
+                         numbers, tag)
             if new or column + 1 == len(columns):
                 break
             column, y_col = column + 1, y
         if new:  # else nothing of it fits: try the next label
             placed += [(e, region) for e in new]
-            figure += len(new) - 1
+            figure += len(new) - 1 if new[0].label == "image" else 0
             y_col = new[-1].rect[3]
     return placed, two
+
+
+def _abstract(rng: random.Random, style: Style, frame: _Frame) -> list[Element]:
+    """"Abstract" and a paragraph in smaller type across the page, inset from both margins;
+    [] when the paragraph does not fit."""
+    inset = (frame.x1 - frame.x0) * rng.uniform(0.0, 0.1)
+    slot = Slot(frame.x0 + inset, frame.top, frame.x1 - frame.x0 - 2 * inset, frame.bottom)
+    head = el.heading(rng, style, slot, "", ["Abstract"])
+    small = replace(style, size=style.size * 0.9, leading=style.leading * 0.9, indent=0.0,
+                    paragraph_words=(50, 160), real_fraction=1.0)
+    below = replace(slot, y=head.rect[3] + style.size * rng.uniform(0.2, 0.6)) if head else slot
+    body = el.paragraph(rng, small, below) if head else None
+    return [head, body] if body else []
 
 
 def _gap(rng: random.Random, style: Style, label: str) -> float:
     return style.para_gap if label in ("text", "list") else style.size * rng.uniform(0.6, 1.4)
 
 
-def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot,
-           label: str, figure: int) -> list[Element]:
-    """The block for `label` in `slot` (an image may bring its caption); [] when it does not fit."""
+def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot, label: str,
+           figure: int, numbers: _Numbers | None = None, tag: str = "") -> list[Element]:
+    """The block for `label` in `slot` (an image may bring its caption, a document's table its
+    caption above it); [] when it does not fit."""
+    if numbers is not None and label == "title":
+        new = el.heading(rng, style, slot, tag)
+        return [] if new is None else [new]
+    if numbers is not None and label == "table" and rng.random() < 0.75:
+        cap = el.table_caption(rng, style, slot, numbers.table)
+        if cap is None:
+            return []
+        below = Slot(slot.x, cap.rect[3] + style.size * rng.uniform(0.1, 0.4), slot.width, slot.bottom)
+        table = el.table(rng, style, below)
+        if table is None:
+            return []
+        numbers.table += 1
+        return [cap, table]
     if label == "image":
         with_caption = rng.random() < config.caption_prob
         reserve = 2.6 * style.size + 2 * el.PAD if with_caption else 0.0
@@ -138,6 +237,9 @@ def _block(rng: random.Random, style: Style, config: SynthConfig, slot: Slot,
         below = Slot(slot.x, img.rect[3] + style.size * rng.uniform(0.2, 0.6), slot.width, slot.bottom)
         cap = el.caption(rng, style, below, figure) if with_caption else None
         return [img] if cap is None else [img, cap]
+    if style.mono is not None and label == "text" and rng.random() < 0.08:
+        code = el.code_block(rng, style, slot)
+        return [] if code is None else [code]
     build = {"text": el.paragraph, "list": el.bullet_list, "table": el.table,
              "title": lambda r, s, sl: el.title(r, s, sl, document=False),
              "formula": lambda r, s, sl: el.formula_block(r, s, sl, config.formula_pool)}[label]

@@ -1,9 +1,10 @@
 """render_page: one synthetic page image with its exact ground truth.
 
-The page is built in pymupdf with 1 pt = 1 px and rendered at 72 dpi, so layout coordinates
-are image pixels. A block's box is the tight box of its ink in the clean render (before
-augmentation), searched inside the rectangle the block reserved; reserved rectangles are
-disjoint, so boxes never overlap.
+The page is built in pymupdf in points and rendered at config.dpi: layout.zoom = dpi / 72 px a
+point (the classic presets: 72 dpi, so layout coordinates are image pixels). A block's box is
+the tight box of its ink in the clean render (before augmentation), searched inside the
+rectangle the block reserved (scaled to px); reserved rectangles are disjoint, so boxes never
+overlap. Lines and glyph centres are in image px too.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class SynthPage:
     def element_glyphs(self) -> list[np.ndarray]:
         """Per layout element, `glyph_centres` of its characters (computed when asked: only
         training needs them)."""
-        return [glyph_centres(e) for e in self.layout.elements]
+        return [glyph_centres(e, self.layout.zoom) for e in self.layout.elements]
 
     @functools.cached_property
     def glyphs(self) -> np.ndarray:
@@ -100,17 +101,18 @@ def render_page(seed: int, config: SynthConfig = SynthConfig()) -> SynthPage:
     return SynthPage(seed, image, blocks, lines, regions, layout)
 
 
-def glyph_centres(element: Element) -> np.ndarray:
+def glyph_centres(element: Element, zoom: float = 1.0) -> np.ndarray:
     """[N, 3] float32: for every non-space character of the element's text runs, in the order
-    drawn, the centre of its advance box (x) at mid x-height (y, 0.3 em above the baseline), and
-    its code point. Training uses them as per-cell character targets for the vision tower."""
+    drawn, the centre of its advance box (x) at mid x-height (y, 0.3 em above the baseline) in
+    image px (layout units x zoom), and its code point. Training uses them as per-cell
+    character targets for the vision tower."""
     out = []
     for run in element.runs:
         x = run.x
         for ch in run.text:
             advance = run.face.width(ch, run.size)
             if not ch.isspace():
-                out.append((x + advance / 2, run.y - 0.3 * run.size, ord(ch)))
+                out.append(((x + advance / 2) * zoom, (run.y - 0.3 * run.size) * zoom, ord(ch)))
             x += advance
     return np.array(out, dtype=np.float32).reshape(-1, 3)
 
@@ -122,9 +124,9 @@ def draw_pdf(layout: Layout) -> pymupdf.Document:
     return doc
 
 
-def rasterize(doc: pymupdf.Document) -> np.ndarray:
-    """uint8 [H, W, 3] of the first page at 72 dpi (1 px per point)."""
-    return _pixels(doc[0])
+def rasterize(doc: pymupdf.Document, zoom: float = 1.0) -> np.ndarray:
+    """uint8 [H, W, 3] of the first page at 72 x zoom dpi (zoom px per point)."""
+    return _pixels(doc[0], zoom)
 
 
 class Canvas:
@@ -147,7 +149,7 @@ class Canvas:
         self._left -= 1
         page = self._doc.new_page(width=layout.width, height=layout.height)
         _draw(page, layout)
-        pixels = _pixels(page)
+        pixels = _pixels(page, layout.zoom)
         self._doc.delete_page(page.number)
         return pixels
 
@@ -159,12 +161,12 @@ def _canvas() -> Canvas:
 
 def _draw(page: pymupdf.Page, layout: Layout) -> None:
     es = layout.elements
-    draw(page, [p for e in es for p in e.polys], [p for e in es for p in e.pictures],
-         [r for e in es for r in e.runs])
+    draw(page, [p for e in es for p in e.polys] + list(layout.decorations),
+         [p for e in es for p in e.pictures], [r for e in es for r in e.runs])
 
 
-def _pixels(page: pymupdf.Page) -> np.ndarray:
-    pix = page.get_pixmap(alpha=False)
+def _pixels(page: pymupdf.Page, zoom: float = 1.0) -> np.ndarray:
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
     rows = np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.stride)
     return rows[:, :pix.width * 3].reshape(pix.height, pix.width, 3)
 
@@ -173,13 +175,14 @@ def ground_truth(layout: Layout, pixels: np.ndarray) -> tuple[list[Block], list[
     """Blocks with ink boxes, in reading order; elements without ink are dropped."""
     ink = np.minimum(np.minimum(pixels[..., 0], pixels[..., 1]), pixels[..., 2]) < INK  # [H, W]
     h, w = ink.shape
+    px = lambda r: tuple(v * layout.zoom for v in r)  # layout rectangle -> image px
     blocks, lines, regions = [], [], []
     for element, region in zip(layout.elements, layout.regions):
-        box = ink_box(ink, element.rect)
+        box = ink_box(ink, px(element.rect))
         if box is None:
             continue
         if element.label in LINE_LABELS:
-            lines += [Line(ink_box(ink, t.box) or _outward(t.box, w, h), t.text, len(blocks))
+            lines += [Line(ink_box(ink, px(t.box)) or _outward(px(t.box), w, h), t.text, len(blocks))
                       for t in element.lines]
         blocks.append(Block(element.label, to_grid(box, w, h), element.text))
         regions.append(region)

@@ -5,6 +5,7 @@ decode(encode(s)) == s, and the special tokens of the real model's grammar and c
 hold the first ids, in SPECIAL_TOKENS order.
 
     python -m hpd_training.synth.tokenizer --out assets/tokenizer.json --pages 2000 --vocab 4096
+    [--synth-config document]
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=2000, help="synthetic pages to train on")
     parser.add_argument("--vocab", type=int, default=4096, help="vocabulary size")
     parser.add_argument("--seed", type=int, default=0, help="first page seed")
+    parser.add_argument("--synth-config", choices=("dense", "document"), default="dense",
+                        help="SynthConfig preset of the pages (document: general text, Debian's docs)")
     args = parser.parse_args()
-    tokenizer = train_tokenizer(corpus_texts(args.pages, args.seed, SynthConfig.dense()), args.vocab)
+    tokenizer = train_tokenizer(corpus_texts(args.pages, args.seed, getattr(SynthConfig, args.synth_config)()), args.vocab)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(args.out))
     print(f"wrote {args.out}: {tokenizer.get_vocab_size()} tokens from {args.pages} pages")
