@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from hpd_core.checkpoint import MTP_PREFIX, load_model
 from hpd_core.loader import load_engine
 from hpd_training.train import data, distributed
-from hpd_training.train.__main__ import bundled_config
+from hpd_training.train.__main__ import TILE_GRID, bundled_config
 from hpd_training.train.average import average_runs
 from hpd_training.train.data import GLYPH_CLASSES, glyph_targets
 from tests.tiny import write_checkpoint
@@ -30,8 +30,8 @@ TOKENIZER = ROOT / "assets" / "hpd-tiny" / "tokenizer.json"
 
 
 def test_glyph_targets_of_one_tile_put_each_character_in_its_cell_and_half():
-    one_tile = dataclasses.replace(bundled_config(Tokenizer.from_file(str(TOKENIZER))), downsample_ratio=0.5,
-                                   min_dynamic_patch=1, max_dynamic_patch=1)  # r1-r15: 40 x 40 cells of 16 px
+    one_tile = tiled(bundled_config(Tokenizer.from_file(str(TOKENIZER))), 640, 1, downsample_ratio=0.5)
+    # r1-r15: 40 x 40 cells of 16 px
     page = (768, 1024)
     sx, sy = page[0] / 640, page[1] / 640
 
@@ -46,11 +46,11 @@ def test_glyph_targets_of_one_tile_put_each_character_in_its_cell_and_half():
     assert int((targets > 0).sum()) == 3                                     # off the page: dropped
 
 
-def tiled(config, tile: int, side: int):
+def tiled(config, tile: int, side: int, **more):
     """`config` with pages as side x side tiles of `tile` px (a 1280-px canvas for 640 x 2 and 320 x 4)."""
     vision = dataclasses.replace(config.vision_config, image_size=tile)
     return dataclasses.replace(config, vision_config=vision, force_image_size=tile, min_dynamic_patch=side * side,
-                               max_dynamic_patch=side * side, use_thumbnail=False)
+                               max_dynamic_patch=side * side, use_thumbnail=False, **more)
 
 
 @pytest.mark.parametrize("tile,side", [(640, 2), (320, 4)])
@@ -91,7 +91,7 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     assert sum("image_test" in r for r in rows) == 2
     assert rows[-1] == {"event": "saved", "stage": "real", "replicas_agree": True}
     engine = load_engine(str(out / "hpd-tiny"))
-    assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == 4
+    assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == TILE_GRID
     assert engine.model.lm.lm_head.weight.dtype == torch.float32
 
 
@@ -158,7 +158,7 @@ def test_untrained_children_keep_their_fork_but_get_no_loss_and_no_plain_prompt(
     stage = data.Stage((source(),), 1, 1e-3, plain_fraction=1.0)  # every page would be `plain`
     pixels, packed, glyphs = data.sample(11, stage, config, tok)
     page = stage.page(11)
-    assert pixels.shape[0] == 4 and glyphs.shape == (4 * config.tokens_per_tile, data.glyph_slots(config))
+    assert pixels.shape[0] == TILE_GRID and glyphs.shape == (TILE_GRID * config.tokens_per_tile, data.glyph_slots(config))
     assert packed.ids.count(tok.special.fork) == packed.ids.count(tok.special.child) == len(page.children_texts)
     assert not all(page.child_trained) and any(page.child_trained)
     for c, (text, on) in enumerate(zip(page.children_texts, page.child_trained)):

@@ -16,7 +16,7 @@ from hpd_core.model.vision import pixel_shuffle
 from hpd_core.preprocess import grid_for
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.train.__main__ import bundled_config, save_run
-from hpd_training.train.widen import main, widen_projector
+from hpd_training.train.widen import POSITIONS, main, widen_projector
 from tests.test_train import TOKENIZER, tiled
 from tests.tiny import random_like
 
@@ -66,7 +66,8 @@ def test_widened_projector_is_the_old_one_on_the_mean_of_its_sub_groups_normalis
 
 
 def one_tile(config):
-    return dataclasses.replace(config, downsample_ratio=0.5, min_dynamic_patch=1, max_dynamic_patch=1)
+    """The r1-r15 layout `widen` starts from: one tile of twice the side, a 2x2 shuffle."""
+    return tiled(config, 2 * config.vision_config.image_size, 1, downsample_ratio=0.5)
 
 
 @pytest.mark.parametrize("tile,side", [(640, 2), (320, 4)])
@@ -75,7 +76,8 @@ def test_a_tile_grid_of_1600_tokens_fits_portrait_and_landscape_pages(tile, side
     assert side * side * config.tokens_per_tile == 1600 and config.shuffle_scale == 4
     for page in ((1275, 1650), (1650, 1275), (1240, 1754), (1754, 1240), (768, 1024)):  # letter, A4 at 150 DPI
         assert grid_for(page, config) == (side, side), page
-    assert one_tile(config).tokens_per_tile == (tile // 16) ** 2  # r1-r15's 640-px tile: 1,600
+    bundled = bundled_config(Tokenizer.from_file(str(TOKENIZER)))
+    assert one_tile(bundled).tokens_per_tile == 1600  # widen's start, r1-r15: one 640-px tile, 2x2 shuffle
 
 
 def test_widened_checkpoint_keeps_every_other_tensor_and_prompts_four_tiles(tmp_path):
@@ -95,11 +97,14 @@ def test_widened_checkpoint_keeps_every_other_tensor_and_prompts_four_tiles(tmp_
     a, b = before.state_dict(), after.state_dict()
     assert a.keys() == b.keys() and any(k.startswith("language_model.mtp.") for k in b)
     for key in a:
-        if not key.startswith(("mlp1.0.", "mlp1.1.")):
+        if not key.startswith(("mlp1.0.", "mlp1.1.", POSITIONS)):
             assert torch.equal(a[key], b[key]), key
+    g, n = before.config.vision_config.grid, after.config.vision_config.grid
+    grid = a[POSITIONS][0, 1:].reshape(g, g, -1)[(g - n) // 2:(g + n) // 2, (g - n) // 2:(g + n) // 2]
+    assert torch.equal(b[POSITIONS][0, 1:], grid.reshape(n * n, -1)) and torch.equal(b[POSITIONS][0, 0], a[POSITIONS][0, 0])
     assert b["mlp1.1.weight"].shape == (32, 16 * 32) and b["mlp1.0.weight"].shape == (16 * 32,)
     assert (tmp_path / "new" / "hpd-tiny" / "tokenizer.json").read_bytes() == TOKENIZER.read_bytes()
     ids, embeds, tiles = Engine(after, HPDTokenizer(raw, after.config)).prompt(Image.new("RGB", (1275, 1650), "white"))
     image_id = raw.token_to_id("<IMG_CONTEXT>")
-    assert tiles == 4 and ids.count(image_id) == 4 * after.config.tokens_per_tile == 16
+    assert tiles == 16 and ids.count(image_id) == 16 * after.config.tokens_per_tile == 16
     assert embeds.shape == (len(ids), 32)

@@ -49,7 +49,7 @@ def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
     ids = {s: tok.token_to_id(s) for s in ("<FORK>", "<CHILD>", "<|im_end|>", "<|endoftext|>")}
     if small:
         vision = VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=64, patch_size=8)
+                              image_size=32, patch_size=8)  # a widened 64-px one-tile model
         llm = LLMConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=8192,
                         rope_theta=10000.0)

@@ -23,16 +23,17 @@ from torch import nn
 from hpd_core.checkpoint import load_model
 from hpd_core.config import HPDConfig
 from hpd_core.model import HPDModel
-from hpd_training.train.__main__ import DOWNSAMPLE_RATIO, TILE_GRID, TILE_SIZE, save_run
+from hpd_training.train.__main__ import DOWNSAMPLE_RATIO, TILE_GRID, save_run
 
 POSITIONS = "vision_model.embeddings.position_embedding"
 
 
 def widened_config(cfg: HPDConfig) -> HPDConfig:
-    """The same model at the bundled tile layout: TILE_GRID tiles of TILE_SIZE px, no thumbnail,
-    DOWNSAMPLE_RATIO."""
-    vision = dataclasses.replace(cfg.vision_config, image_size=TILE_SIZE)
-    return dataclasses.replace(cfg, vision_config=vision, force_image_size=TILE_SIZE, downsample_ratio=DOWNSAMPLE_RATIO,
+    """The same model at the bundled tile layout: TILE_GRID tiles of half the old tile (640 -> 320 px:
+    the old tile's pixels on a canvas of twice its side), no thumbnail, DOWNSAMPLE_RATIO."""
+    tile = cfg.vision_config.image_size // 2
+    vision = dataclasses.replace(cfg.vision_config, image_size=tile)
+    return dataclasses.replace(cfg, vision_config=vision, force_image_size=tile, downsample_ratio=DOWNSAMPLE_RATIO,
                                min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID, use_thumbnail=False)
 
 
