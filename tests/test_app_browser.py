@@ -6,7 +6,7 @@ Its screenshots go to a temporary folder. The README's come from the bundled mod
 
 import os
 import re
-import time
+import shutil
 from pathlib import Path
 
 import pymupdf
@@ -21,10 +21,22 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def chromium() -> str:
+    """The first Chromium on PATH; the test fails with what to install when there is none."""
+    for name in CHROMIUM_NAMES:
+        if path := shutil.which(name):
+            return path
+    pytest.fail(f"the browser tests need Chromium on PATH (one of {', '.join(CHROMIUM_NAMES)}); install it, "
+                "e.g. `apt-get install chromium`", pytrace=False)
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
@@ -169,16 +181,20 @@ def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, tmp_path
     expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
 
 
-def test_stop_cancels_a_long_parse_promptly_and_parsing_works_again(page):
+@pytest.fixture
+def endless_page(browser, endless_server):
+    yield from open_app(browser, endless_server)
+
+
+def test_stop_cancels_a_long_parse_and_parsing_works_again(endless_page):
+    page = endless_page
     upload(page, PNG)
     set_value(page, "#max-new-tokens input", 8000)
     set_checked(page, "use-mtp", False)
     page.click("#parse")
     expect(page.locator("#tree tbody tr").nth(3)).to_be_attached()
-    started = time.monotonic()
     page.click("#stop")
-    expect(page.locator("#status")).to_contain_text("Stopped", timeout=15_000)
-    assert time.monotonic() - started < 10
+    expect(page.locator("#status")).to_contain_text("Stopped")  # the engine's promptness: test_reliability_cancel
     set_value(page, "#max-new-tokens input", 30)
     set_checked(page, "use-mtp", True)
     parse(page, timeout=30_000)
@@ -208,3 +224,4 @@ def test_encrypted_pdf_asks_for_a_password_then_parses(page, tmp_path):
     expect(page.locator("#status")).to_contain_text("locked.pdf: 2 pages")
     set_value(page, "#max-new-tokens input", 20)
     parse(page)
+

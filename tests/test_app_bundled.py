@@ -5,9 +5,9 @@ import pytest
 from playwright.sync_api import expect
 
 from app.examples import FOLDER
-from app.ui import build_demo, launch
+from app.ui import build_demo
 from hpd_core import load_engine
-from tests.conftest import free_port
+from tests.conftest import serve
 from tests.test_app_browser import browser, open_app, set_checked, shots, tab, upload  # noqa: F401 (fixtures)
 
 DENSE = FOLDER / "synth-dense.png"
@@ -15,11 +15,8 @@ DENSE = FOLDER / "synth-dense.png"
 
 @pytest.fixture(scope="module")
 def bundled_server():
-    demo = build_demo(load_engine(None))
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    with serve(build_demo(load_engine(None))) as url:
+        yield url
 
 
 @pytest.fixture
