@@ -27,6 +27,7 @@ from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
 from app.examples import example_files
 from app.job import ParseJob
+from app.latex import LATEX, katex_markdown
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
                         status_html, tree_html)
 from app.timeline import sparkline_svg, timeline_svg
@@ -36,8 +37,6 @@ from hpd_core.options import ParseOptions
 from hpd_tools.forms import OptionSpec, option_specs
 
 FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
-LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
-         {"left": "$", "right": "$", "display": False}]
 SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
 CACHE_SECONDS = 3600     # uploads and the result files Gradio serves are deleted this long after they were made
 MAX_RUNS = 16            # sessions whose last run is kept (for Stop); the oldest are dropped first
@@ -377,7 +376,7 @@ class Handlers:
                 p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens),
                 p.page: draw_boxes(run.page.image, result.blocks),
                 p.legend: label_legend(b.label for b in result.blocks),
-                p.markdown: result.markdown, p.raw: result.markdown, p.json: result.to_dict(),
+                p.markdown: katex_markdown(result.markdown), p.raw: result.markdown, p.json: result.to_dict(),
                 p.download_md: gr.DownloadButton(value=str(md_path), visible=True),
                 p.download_json: gr.DownloadButton(value=str(json_path), visible=True)}
 

@@ -14,6 +14,9 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from app.examples import FOLDER
+from app.ui import build_demo
+from hpd_core.grammar import Block
+from tests.conftest import Scripted, serve
 
 PNG = FOLDER / "synth-report.png"
 PDF = FOLDER / "synth-two-pages.pdf"
@@ -225,3 +228,32 @@ def test_encrypted_pdf_asks_for_a_password_then_parses(page, tmp_path):
     set_value(page, "#max-new-tokens input", 20)
     parse(page)
 
+
+PRICES = "costs $48,848.81 and later $20,598.20"
+INLINE = "where $x^2$ holds"
+
+
+@pytest.fixture(scope="module")
+def writing_server(app_engine):
+    blocks = [Block("text", (100, 100, 900, 200), PRICES), Block("text", (100, 300, 900, 400), INLINE),
+              Block("formula", (100, 500, 900, 600), "E = mc^2")]
+    with serve(build_demo(Scripted(app_engine, blocks=blocks))) as url:
+        yield url
+
+
+@pytest.fixture
+def writing_page(browser, writing_server):
+    yield from open_app(browser, writing_server)
+
+
+def test_prices_show_dollar_signs_and_a_pandoc_dollar_pair_one_inline_formula(writing_page):
+    page = writing_page
+    upload(page, PNG)
+    set_value(page, "#max-new-tokens input", 10)
+    parse(page)
+    tab(page, "Markdown")
+    prices, inline = page.locator("#markdown p").nth(0), page.locator("#markdown p").nth(1)
+    expect(inline.locator(".katex")).to_have_count(1)
+    assert prices.inner_text() == PRICES and prices.locator(".katex").count() == 0
+    assert inline.locator(".katex-display").count() == 0 and "where" in inline.inner_text()
+    expect(page.locator("#markdown .katex-display")).to_have_count(1)  # the formula block stays display math

@@ -4,11 +4,14 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from app.boxes import draw_boxes
 from app.comparison import Comparison
 from app.downloads import safe_stem
+from app.latex import katex_markdown
 from app.palette import colour, rgb
 from app.render import BUNDLED_NOTE, branches_html, comparison_html, diff_html, info_markdown, stats_html, tree_html
 from app.state import BranchView, Summary
@@ -172,3 +175,34 @@ def test_the_bundled_model_says_what_it_can_read_and_others_do_not():
     other = info_markdown(EngineInfo("HPD-Parsing", "/models/HPD-Parsing", "cuda", "bfloat16", 1_070_000_000, True))
     assert bundled.endswith(BUNDLED_NOTE) and "reads large print" in bundled
     assert "demo" not in other and "`HPD-Parsing`" in other
+
+
+# ---- which dollars are math ----------------------------------------------------------------------
+
+def test_prices_stay_dollar_signs_and_make_no_formula():
+    assert katex_markdown("costs $48,848.81 and later $20,598.20") == r"costs \$48,848.81 and later \$20,598.20"
+
+
+def test_a_dollar_pair_by_pandocs_rule_is_one_inline_formula():
+    assert katex_markdown("where $x^2$ holds") == r"where \(x^2\) holds"
+    assert katex_markdown("costs $5, where $x^2$ holds") == r"costs \$5, where \(x^2\) holds"
+
+
+@pytest.mark.parametrize("text", ["$ x$", "$x $", "$x$1", "$a\n\nb$", "$", "a $5 b"],
+                         ids=["space after opening", "space before closing", "digit after closing",
+                              "across paragraphs", "alone", "price"])
+def test_dollars_that_break_pandocs_rule_are_dollar_signs(text):
+    assert "\\(" not in katex_markdown(text) and katex_markdown(text).count("\\$") == text.count("$")
+
+
+def test_display_formulas_escapes_and_model_delimiters_are_kept():
+    for text in ("$$\nE = mc^2\n$$", r"\[ a+b \]", r"\(a_1\)", r"a \$ b", "a $x\\$y$ b"):
+        assert katex_markdown(text) == text.replace("$x\\$y$", "\\(x\\$y\\)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="$ x1\n,.", max_size=40))
+def test_only_delimiters_change_text_without_backslashes(text):
+    """Undoing the rewrite gives the input back: no character is lost, added or moved."""
+    undone = katex_markdown(text).replace("\\(", "$").replace("\\)", "$").replace("\\$", "$")
+    assert undone == text
