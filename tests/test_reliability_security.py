@@ -23,6 +23,7 @@ from app.ui import ParsePanel, build_demo
 from hpd_core.grammar import Block
 from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
+from hpd_tools.forms import option_specs
 from hpd_tools.server import create_app, serving
 from tests.conftest import app_options, handlers_of, serve
 
@@ -64,24 +65,28 @@ def test_no_source_loads_pickles_or_remote_code(path):
     assert unsafe_loading(ast.parse(path.read_text(encoding="utf-8"))) == []
 
 
-def calls(path: Path, name: str) -> list[str]:
-    """Names of the functions in `path` that call `name`."""
+def calls(path: Path, names: set[str]) -> list[str]:
+    """Names of the functions in `path` that call one of `names`."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return sorted({fn.name for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
-                   for node in ast.walk(fn) if isinstance(node, ast.Call) and ast.unparse(node.func) == name})
+                   for node in ast.walk(fn) if isinstance(node, ast.Call) and ast.unparse(node.func) in names})
+
+
+LOADERS = {"load_engine", "open_engine"}  # hpd_core's, and hpd_tools.backends' (a folder, a hub id or a server)
 
 
 def test_models_are_loaded_only_from_the_command_line_entry_points():
-    loading = {str(p.relative_to(ROOT)): calls(p, "load_engine") for p in ROOT.glob("app/*.py")}
-    loading["hpd_tools/server.py"] = calls(ROOT / "hpd_tools/server.py", "load_engine")
+    loading = {str(p.relative_to(ROOT)): calls(p, LOADERS) for p in ROOT.glob("app/*.py")}
+    loading["hpd_tools/server.py"] = calls(ROOT / "hpd_tools/server.py", LOADERS)
     assert loading == {**dict.fromkeys(loading, []), "app/__main__.py": ["main"], "hpd_tools/server.py": ["main"]}
 
 
 def test_the_app_api_takes_no_model_path(app_server):
+    """Every input of every endpoint is a document input, a decoding option or the compared mode."""
     endpoints = Client(app_server, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
-    parameters = {p["parameter_name"] for e in endpoints.values() for p in e["parameters"]}
-    assert parameters <= {"path", "number", "dpi", "password", "use_mtp", "k", "batch", "active", "new", "prompt",
-                          "mode"}, parameters
+    labels = {p["label"] for e in endpoints.values() for p in e["parameters"]}
+    documents = {"Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", "Page", "Render DPI (PDF)", "PDF password", "Compare"}
+    assert labels <= documents | {spec.name for spec in option_specs()}, labels
 
 
 @pytest.mark.parametrize("model", ["../assets/hpd-tiny", "/etc/passwd", str(ROOT / "assets" / "hpd-tiny"),
