@@ -8,5 +8,5 @@ if ! has_chromium && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-$PY -m pip install -q -e ".[test]"
+$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test]"
 $PY -m pytest "$@"
