@@ -29,7 +29,3 @@ def colour(label: str | None) -> str:
         return LABEL_COLOURS[label]
     return SPARE_COLOURS[zlib.crc32((label or "").encode()) % len(SPARE_COLOURS)]
 
-
-def rgb(hex_colour: str) -> tuple[int, int, int]:
-    value = int(hex_colour.lstrip("#"), 16)
-    return value >> 16, (value >> 8) & 0xFF, value & 0xFF

@@ -25,10 +25,12 @@ CSS = """
 .hpd-status.running { background: #fef9c3; color: #713f12; }
 .hpd-status.done { background: #dcfce7; color: #14532d; }
 .hpd-status.error { background: #fee2e2; color: #7f1d1d; }
-.hpd-stats { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 6px; }
-.hpd-tile { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 6px 8px; }
-.hpd-tile .v { font-size: 1.25em; font-weight: 700; font-variant-numeric: tabular-nums; }
-.hpd-tile .k { font-size: 0.78em; opacity: 0.75; }
+.hpd-stats { display: grid; grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)); gap: 4px; }
+.hpd-tile { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 2px 6px; }
+.hpd-tile .v { font-size: 1.05em; font-weight: 700; font-variant-numeric: tabular-nums; }
+.hpd-tile .k { font-size: 0.72em; opacity: 0.75; line-height: 1.2; }
+#header h1 { margin: 0 0 2px 0; font-size: 1.6em; } #header p { margin: 0; }
+#tree .hpd-scroll { max-height: 190px; }
 .hpd-scroll { max-height: 360px; overflow-y: auto; border: 1px solid var(--border-color-primary);
               border-radius: 8px; }
 .hpd-outputs { max-height: 560px; }
@@ -60,6 +62,21 @@ mark.hpd-draft { background: #fde68a; color: #111827; border-radius: 2px; paddin
 .hpd-verdict.ok { color: #15803d; } .hpd-verdict.bad { color: #b91c1c; }
 .hpd-diff { font-family: ui-monospace, monospace; font-size: 0.82em; white-space: pre-wrap; max-height: 360px;
             overflow-y: auto; border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 6px; }
+.hpd-page { position: relative; line-height: 0; }
+.hpd-page img { width: 100%; height: auto; display: block; border: 1px solid var(--border-color-primary); }
+.hpd-page.empty { line-height: normal; padding: 40px 12px; text-align: center; opacity: 0.6;
+                  border: 1px dashed var(--border-color-primary); border-radius: 8px; }
+.hpd-box { position: absolute; box-sizing: border-box; border: 2px solid var(--c);
+           background: color-mix(in srgb, var(--c) 14%, transparent); cursor: pointer; }
+.hpd-box-tag { position: absolute; left: -2px; bottom: 100%; background: var(--c); color: #fff;
+               font: 600 11px/14px sans-serif; padding: 0 3px; }
+.hpd-box.hpd-selected { border-width: 3px; background: color-mix(in srgb, var(--c) 30%, transparent);
+                        outline: 3px solid #111827; }
+#tree tr[class*="hpd-b"], #branches .hpd-branch[class*="hpd-b"] { cursor: pointer; }
+#tree tr.hpd-selected td { background: #fde68a !important; }
+.hpd-branch.hpd-selected { background: #fef3c7; outline: 2px solid #f59e0b; }
+#markdown .hpd-selected { background: #fef3c7; outline: 2px solid #f59e0b; border-radius: 4px; }
+.hpd-mark { height: 0; margin: 0; }
 .hpd-diff .add { background: #dcfce7; color: #14532d; } .hpd-diff .del { background: #fee2e2; color: #7f1d1d; }
 """
 
@@ -123,26 +140,32 @@ def label_chip(label: str | None, branch: int = 1) -> str:
     return f'<span class="hpd-chip" style="background:{colour(name)}">{esc(name)}</span>'
 
 
-def tree_html(view: PageView) -> str:
-    """The layout branch with its children: label, box, state, tokens, drafts, tokens/s."""
+def tree_html(view: PageView, blocks: dict[int, int] | None = None) -> str:
+    """The layout branch with its children: label, box, state, tokens, drafts, tokens/s; a child's
+    row has its block's class (`blocks`: {branch: block number}, app.selection)."""
     branches = list(view.branches.values())
     if not branches:
         return '<div class="hpd-tree">The branch tree appears when decoding starts.</div>'
     states = {b.branch: b.state(view.round) for b in branches}
     counts = ", ".join(f"{sum(1 for s in states.values() if s == name)} {name}" for name in STATES)
-    rows = "".join(_tree_row(b, states[b.branch], view.elapsed, last=i == len(branches) - 1)
-                   for i, b in enumerate(branches))
+    rows = "".join(_tree_row(b, states[b.branch], view.elapsed, last=i == len(branches) - 1,
+                             block=(blocks or {}).get(b.branch)) for i, b in enumerate(branches))
     return (f'<div class="hpd-tree"><div class="hpd-legend">1 layout branch → {len(branches) - 1} '
             f'children · {counts}</div><div class="hpd-scroll"><table><thead><tr><th>branch</th>'
             f'<th>label</th><th>box (0-1000)</th><th>state</th><th>tokens</th><th>drafts</th>'
             f'<th>tok/s</th></tr></thead><tbody>{rows}</tbody></table></div></div>')
 
 
-def _tree_row(b: BranchView, state: str, now: float, last: bool) -> str:
+def block_class(block: int | None) -> str:
+    return f' class="hpd-b{block}"' if block is not None else ""
+
+
+def _tree_row(b: BranchView, state: str, now: float, last: bool, block: int | None = None) -> str:
     edge = "●" if b.branch == 0 else ("└─" if last else "├─")
     box = format_bbox(b.bbox) if b.bbox is not None else "–"
     reason = f" ({b.reason})" if b.reason not in (None, "stop") else ""
-    return (f'<tr data-branch="{b.branch}" data-state="{state}"><td><span class="edge">{edge}</span> '
+    return (f'<tr data-branch="{b.branch}" data-state="{state}"{block_class(block)}>'
+            f'<td><span class="edge">{edge}</span> '
             f'{b.branch}</td><td>{label_chip(b.label, b.branch)}</td><td>{box}</td>'
             f'<td><span class="hpd-state {state}">{state}{esc(reason)}</span></td>'
             f'<td class="num">{b.tokens:,}</td><td class="num">{b.accepted:,}</td>'
@@ -157,19 +180,22 @@ def draft_legend() -> str:
             f'<span class="hpd-tag">{esc(FORK)}</span> protocol marker</div>')
 
 
-def branches_html(view: PageView) -> str:
-    """Every branch's text as written so far, accepted drafts highlighted."""
-    cards = "".join(_branch_card(b, b.state(view.round)) for b in view.branches.values())
+def branches_html(view: PageView, blocks: dict[int, int] | None = None) -> str:
+    """Every branch's text as written so far, accepted drafts highlighted; a child's card has its
+    block's class (`blocks`: {branch: block number})."""
+    cards = "".join(_branch_card(b, b.state(view.round), (blocks or {}).get(b.branch))
+                    for b in view.branches.values())
     if not cards:
         cards = '<div class="hpd-branch">Branch outputs appear here while the page is decoded.</div>'
     return f'{draft_legend()}<div class="hpd-scroll hpd-outputs">{cards}</div>'
 
 
-def _branch_card(b: BranchView, state: str) -> str:
+def _branch_card(b: BranchView, state: str, block: int | None = None) -> str:
     name = "layout branch" if b.branch == 0 else f"child {b.branch}"
     box = f" {format_bbox(b.bbox)}" if b.bbox is not None else ""
     body = "".join(_piece(text, drafted) for text, drafted in b.pieces)
-    return (f'<div class="hpd-branch" data-branch="{b.branch}"><div class="head">{label_chip(b.label, b.branch)} '
+    classes = f"hpd-branch hpd-b{block}" if block is not None else "hpd-branch"
+    return (f'<div class="{classes}" data-branch="{b.branch}"><div class="head">{label_chip(b.label, b.branch)} '
             f'<b>{name}</b>{esc(box)} · <span class="hpd-state {state}">{state}</span> · {b.tokens:,} tokens, '
             f'{b.accepted:,} from drafts</div><div class="body">{body}</div></div>')
 

@@ -21,12 +21,14 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from app.boxes import draw_boxes
+from app.boxes import image_uri, page_html
 from app.cache import sweep_leftovers
 from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
-from app.examples import example_files
+from app.examples import examples
 from app.job import ParseJob
+from app.latex import LATEX, katex_markdown
+from app.selection import SELECT_JS, block_of_branch, marked_markdown
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
                         status_html, tree_html)
 from app.timeline import sparkline_svg, timeline_svg
@@ -36,8 +38,7 @@ from hpd_core.options import ParseOptions
 from hpd_tools.forms import OptionSpec, option_specs
 
 FILE_TYPES = [".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"]
-LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
-         {"left": "$", "right": "$", "display": False}]
+SPARKLINE = (720, 64)     # width, height of the Parse tab's tokens/s chart (a wide, low strip)
 SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
 CACHE_SECONDS = 3600     # uploads and the result files Gradio serves are deleted this long after they were made
 MAX_RUNS = 16            # sessions whose last run is kept (for Stop); the oldest are dropped first
@@ -57,7 +58,7 @@ class ParsePanel(NamedTuple):
     tree: gr.HTML
     branches: gr.HTML
     timeline: gr.HTML
-    page: gr.Image
+    page: gr.HTML
     legend: gr.HTML
     markdown: gr.Markdown
     raw: gr.Code
@@ -95,6 +96,7 @@ class Run:
     job: ParseJob
     page: Page
     number: int                  # runs of this demo, counted from 1
+    uri: str = ""                # the page image as a data URI, encoded once (app.boxes.image_uri)
     shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
     slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
     downloads: tuple[Path, Path] | None = None  # (.md, .json) of the result, written once
@@ -113,11 +115,11 @@ def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = C
     limits: `launch(demo, limits)`), Gradio's cached files are deleted after `cache_seconds`."""
     handlers = Handlers(engine, limits, cache_seconds)
     with gr.Blocks(title="HPD-Parsing: hierarchical parallel decoding, live", analytics_enabled=False,
-                   delete_cache=(cache_seconds, cache_seconds)) as demo:
+                   delete_cache=(cache_seconds, cache_seconds), fill_width=True) as demo:
         gr.Markdown("# HPD-Parsing, live\nA layout branch writes one `<BLOCK>label [box]<FORK>` per block; "
                     "each `<FORK>` starts a child branch that writes the block. P-MTP drafts tokens that "
-                    "one forward verifies. Watch both happen, then compare the decoders.")
-        gr.Markdown(info_markdown(engine.info))
+                    "one forward verifies. Click a box, a tree row or a Markdown block to see the three together.",
+                    elem_id="header")
         with gr.Tab("Parse", id="parse"):
             document, options, parse_button, stop_button, panel = _parse_tab(engine)
         with gr.Tab("Compare", id="compare", visible=getattr(engine.info, "extensions", True)):
@@ -130,30 +132,40 @@ def build_demo(engine: Engine, limits: Limits = Limits(), cache_seconds: int = C
 
 
 def _parse_tab(engine: Engine):
+    """Inputs on the left; on the right the live status, statistics and branch tree above the page
+    (with its boxes) and the rendered Markdown side by side; branch outputs and timeline below."""
     with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=280):
+        with gr.Column(scale=1, min_width=270):
             file = gr.File(label="Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", file_types=FILE_TYPES,
                            type="filepath", elem_id="document")
-            if examples := example_files():
-                gr.Examples([[str(p)] for p in examples], inputs=[file], label="Example documents")
+            if shown := examples():
+                gr.Examples([[str(e.path)] for e in shown], inputs=[file], label="Example documents",
+                            example_labels=[e.label for e in shown])
             with gr.Row():
                 page = gr.Slider(1, 2, value=1, step=1, label="Page", visible=False, elem_id="page")
                 dpi = gr.Slider(50, 300, value=DEFAULT_DPI, step=10, label="Render DPI (PDF)", elem_id="dpi")
             password = gr.Textbox(label="PDF password", type="password", visible=False, elem_id="password")
-            options = _options_panel(engine)
             with gr.Row():
                 parse_button = gr.Button("Parse", variant="primary", elem_id="parse")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-        with gr.Column(scale=3, min_width=300):
-            image = gr.Image(label="Page with layout boxes", show_label=False, type="pil", format="jpeg",
-                             interactive=False, elem_id="page-image")
-            legend = gr.HTML(elem_id="label-legend")
-        with gr.Column(scale=4, min_width=420):
             status = gr.HTML(status_html("Upload a document or pick an example, then press Parse."),
                              elem_id="status")
-            stats = gr.HTML(elem_id="stats")
-            sparkline = gr.HTML(elem_id="sparkline")
-            tree = gr.HTML(elem_id="tree")
+            options = _options_panel(engine)
+            gr.Markdown(info_markdown(engine.info), elem_id="engine-info")
+        with gr.Column(scale=4):
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=3, min_width=360):
+                    stats = gr.HTML(elem_id="stats")
+                    sparkline = gr.HTML(elem_id="sparkline")
+                with gr.Column(scale=2, min_width=300):
+                    tree = gr.HTML(elem_id="tree")
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=1, min_width=360):
+                    image = gr.HTML(page_html(None), elem_id="page-image")
+                    legend = gr.HTML(elem_id="label-legend")
+                with gr.Column(scale=1, min_width=360):
+                    markdown = gr.Markdown(latex_delimiters=LATEX, elem_id="markdown", max_height=760,
+                                           label="Markdown", show_label=True, container=True)
     with gr.Tabs():
         with gr.Tab("Branch outputs", id="outputs"):
             branches = gr.HTML(elem_id="branches")
@@ -161,8 +173,6 @@ def _parse_tab(engine: Engine):
             gr.Markdown("One row per branch (0 = layout branch), x = decode round, coloured by label; "
                         "dark ticks: steps with accepted drafts (taller = more).")
             timeline = gr.HTML(elem_id="timeline")
-        with gr.Tab("Markdown", id="markdown"):
-            markdown = gr.Markdown(latex_delimiters=LATEX, elem_id="markdown")
         with gr.Tab("Raw Markdown", id="raw"):
             raw = gr.Code(language="markdown", elem_id="raw", interactive=False)
         with gr.Tab("JSON", id="json"):
@@ -218,8 +228,8 @@ def _compare_tab():
 
 def launch(demo: gr.Blocks, limits: Limits = Limits(), **kwargs):
     """`demo.launch` with the app's theme, CSS and upload limit (`limits.max_file_bytes`)."""
-    return demo.launch(theme=gr.themes.Soft(primary_hue="blue"), css=CSS, max_file_size=limits.max_file_bytes,
-                       **kwargs)
+    return demo.launch(theme=gr.themes.Soft(primary_hue="blue"), css=CSS, js=SELECT_JS,
+                       max_file_size=limits.max_file_bytes, **kwargs)
 
 
 # ---- handlers -------------------------------------------------------------------------------------
@@ -267,34 +277,35 @@ class Handlers:
         d, p = self.document, self.parse_panel
         hidden = gr.Slider(value=1, minimum=1, maximum=2, visible=False)  # a slider needs min < max
         if not path:
-            return {d.page: hidden, d.password: gr.Textbox(visible=False), p.page: None, p.legend: "",
+            return {d.page: hidden, d.password: gr.Textbox(visible=False), p.page: page_html(None), p.legend: "",
                     p.status: status_html("Upload a document or pick an example, then press Parse.")}
         try:
             pages = count_pages(path, password or None, self.limits)
             page = load_page(path, 1, dpi, password, self.limits)
         except PasswordRequired as err:
             gr.Warning(str(err))
-            return {d.page: hidden, d.password: gr.Textbox(visible=True), p.page: None, p.legend: "",
+            return {d.page: hidden, d.password: gr.Textbox(visible=True), p.page: page_html(None), p.legend: "",
                     p.status: status_html(f"{err}. Enter it and press Enter.", "error")}
         except DocumentError as err:
             gr.Warning(str(err))
-            return {d.page: hidden, d.password: gr.Textbox(visible=bool(password)), p.page: None, p.legend: "",
+            return {d.page: hidden, d.password: gr.Textbox(visible=bool(password)), p.page: page_html(None),
+                    p.legend: "",
                     p.status: status_html(str(err), "error")}
         message = noted(f"{page.source}: {pages:,} page{'s' * (pages > 1)}. Press Parse.", page)
         return {d.page: gr.Slider(value=1, minimum=1, maximum=max(pages, 2), visible=pages > 1),
-                d.password: gr.Textbox(visible=bool(password)), p.page: page.image, p.legend: "",
+                d.password: gr.Textbox(visible=bool(password)), p.page: page_html(page.image), p.legend: "",
                 p.status: status_html(message)}
 
     def show_page(self, path: str | None, number: float, dpi: float, password: str):
         p = self.parse_panel
         if not path:
-            return {p.page: None, p.legend: ""}
+            return {p.page: page_html(None), p.legend: ""}
         try:
             page = load_page(path, number, dpi, password, self.limits)
         except DocumentError as err:
             gr.Warning(str(err))
-            return {p.page: None, p.legend: "", p.status: status_html(str(err), "error")}
-        return {p.page: page.image, p.legend: "", p.status: status_html(
+            return {p.page: page_html(None), p.legend: "", p.status: status_html(str(err), "error")}
+        return {p.page: page_html(page.image), p.legend: "", p.status: status_html(
             noted(f"{page.source}, page {page.number}. Press Parse.", page))}
 
     # -- parsing --
@@ -304,7 +315,8 @@ class Handlers:
         p = self.parse_panel
         with self._running(request, page, options_or_error(options)) as run:
             yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
-                   p.page: page.image, p.legend: "", p.markdown: "", p.raw: "", p.json: None, p.timeline: "",
+                   p.page: page_html(None, uri=run.uri), p.legend: "", p.markdown: "", p.raw: "", p.json: None,
+                   p.timeline: "",
                    p.download_md: gr.DownloadButton(visible=False),
                    p.download_json: gr.DownloadButton(visible=False)}
             for _ in run.job.frames():
@@ -319,7 +331,7 @@ class Handlers:
         """A job decoding `page`, kept as the session's run (for Stop) until the session ends.
         On exit, also when Stop or a closed tab closes the handler, the job is cancelled: the
         engine is free again."""
-        run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers))
+        run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers), image_uri(page.image))
         self._keep(request.session_hash or "api", run)
         try:
             yield run
@@ -342,10 +354,11 @@ class Handlers:
         p = self.parse_panel
         with run.job.lock:
             view = run.job.view
+            blocks = blocks_of_branches(view, view.layout_blocks())
             out = {p.status: status_html(f"Decoding page {run.page.number} of {run.page.source}: "
                                          f"{len(view.branches)} branches…", "running", run.number),
-                   p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
-                   p.tree: tree_html(view), p.branches: branches_html(view)}
+                   p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
+                   p.tree: tree_html(view, blocks), p.branches: branches_html(view, blocks)}
             if time.monotonic() - run.slow_frame_at >= SLOW_FRAME_SECONDS:
                 run.slow_frame_at = time.monotonic()
                 out.update(self._slow_frame(run, view))
@@ -359,25 +372,27 @@ class Handlers:
         boxes = tuple((b.label, b.bbox) for b in blocks if b.bbox is not None)
         if boxes != run.shown_boxes:
             run.shown_boxes = boxes
-            out[p.page] = draw_boxes(run.page.image, blocks)
+            out[p.page] = page_html(None, blocks, run.uri)
             out[p.legend] = label_legend(b.label for b in blocks)
         return out
 
     def _final(self, run: Run) -> dict:
         p, view, result = self.parse_panel, run.job.view, run.job.view.result
         md_path, json_path = self._downloads(run)
+        blocks = blocks_of_branches(view, result.blocks)
         s = result.stats
         verb = "Stopped; partial output of" if result.cancelled else "Parsed"
         message = noted(f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
                         f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s "
                         f"({s.tokens_per_second:,.0f} tok/s, τ = {s.mean_accepted_length:.2f}).", run.page)
         return {p.status: status_html(message, "error" if result.cancelled else "done", run.number),
-                p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history),
-                p.tree: tree_html(view), p.branches: branches_html(view),
+                p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
+                p.tree: tree_html(view, blocks), p.branches: branches_html(view, blocks),
                 p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens),
-                p.page: draw_boxes(run.page.image, result.blocks),
+                p.page: page_html(None, result.blocks, run.uri),
                 p.legend: label_legend(b.label for b in result.blocks),
-                p.markdown: result.markdown, p.raw: result.markdown, p.json: result.to_dict(),
+                p.markdown: katex_markdown(marked_markdown(result.blocks)), p.raw: result.markdown,
+                p.json: result.to_dict(),
                 p.download_md: gr.DownloadButton(value=str(md_path), visible=True),
                 p.download_json: gr.DownloadButton(value=str(json_path), visible=True)}
 
@@ -453,6 +468,11 @@ class Handlers:
 
 
 # ---- inputs -> engine arguments -------------------------------------------------------------------
+
+def blocks_of_branches(view, blocks) -> dict[int, int]:
+    """{child branch: block number} of a page view (app.selection)."""
+    return block_of_branch(blocks, ((b.branch, b.label, b.bbox) for b in view.branches.values() if b.branch))
+
 
 def load_page(path: str, number: float, dpi: float, password: str | None, limits: Limits = Limits()) -> Page:
     return load_pages(path, [int(number)], dpi=float(dpi), password=password or None, limits=limits)[0]

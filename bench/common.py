@@ -84,3 +84,9 @@ def run_metadata(args: argparse.Namespace, argv: list[str] | None) -> dict:
     return {"command": " ".join(argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
             "model": "tiny random checkpoint (tests/tiny.py)" if args.tiny else (args.model or "bundled hpd-tiny")}
+
+
+def app_option_values(**given) -> list:
+    """The app API's option inputs (one per ParseOptions field, in field order): defaults and `given`."""
+    from hpd_tools.forms import option_specs
+    return [given.get(spec.name, spec.default) for spec in option_specs()]

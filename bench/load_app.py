@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import HOST, RssSampler, add_model_arguments, free_port, model_of, run_metadata, wait_ready
+from bench.common import (HOST, RssSampler, add_model_arguments, app_option_values, free_port, model_of,
+                          run_metadata, wait_ready)
 from hpd_training.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,7 +61,7 @@ def parse_once(client, page: Path, max_new_tokens: int, session: int, timeout: f
     """One /parse job, polling its status until it is done."""
     from gradio_client import handle_file
     started = time.perf_counter()
-    job = client.submit(handle_file(str(page)), 1, 90, "", True, 6, False, 64, max_new_tokens, "fork",
+    job = client.submit(handle_file(str(page)), 1, 90, "", *app_option_values(max_new_tokens=max_new_tokens),
                         api_name="/parse")
     ranks, queued = [], None
     while not job.done() and time.perf_counter() - started < timeout:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from bench.common import HOST, add_model_arguments, free_port, model_of, run_metadata, wait_ready
+from bench.common import HOST, add_model_arguments, app_option_values, free_port, model_of, run_metadata, wait_ready
 from bench.load_app import PARSE_FIELDS, start_app
 from hpd_core.options import ParseOptions
 from hpd_training.synth import render_page
@@ -72,8 +72,9 @@ def soak_client(url: str, parses: int, max_new_tokens: int, files: list[Path], r
     for i in range(parses):
         started = time.perf_counter()
         try:
-            out = dict(zip(PARSE_FIELDS, client.predict(handle_file(str(files[i % len(files)])), 1, 90, "", True,
-                                                        6, False, 64, max_new_tokens, "fork", api_name="/parse")))
+            out = dict(zip(PARSE_FIELDS, client.predict(handle_file(str(files[i % len(files)])), 1, 90, "",
+                                                        *app_option_values(max_new_tokens=max_new_tokens),
+                                                        api_name="/parse")))
             assert out["json"]["stats"]["generated_tokens"] > 0
         except Exception as err:  # a soak test counts every kind of failure
             errors.append(f"{type(err).__name__}: {err}"[:160])

@@ -3,9 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+has_chromium() { command -v chromium || command -v chromium-browser || command -v google-chrome; } >/dev/null
+if ! has_chromium && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-$PY -m pip install -q -e ".[test]"
+$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test]"
 $PY -m pytest "$@"

@@ -6,7 +6,7 @@ Its screenshots go to a temporary folder. The README's come from the bundled mod
 
 import os
 import re
-import time
+import shutil
 from pathlib import Path
 
 import pymupdf
@@ -14,6 +14,9 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from app.examples import FOLDER
+from app.ui import build_demo
+from hpd_core.grammar import Block
+from tests.conftest import Scripted, serve
 
 PNG = FOLDER / "synth-report.png"
 PDF = FOLDER / "synth-two-pages.pdf"
@@ -21,15 +24,29 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+CONDITION_MS = 120_000  # how long a test waits for what it expects (Playwright's default, 5 s, is a busy machine's hiccup)
+expect.set_options(timeout=CONDITION_MS)
+
+
+def chromium() -> str:
+    """The first Chromium on PATH; the test fails with what to install when there is none."""
+    for name in CHROMIUM_NAMES:
+        if path := shutil.which(name):
+            return path
+    pytest.fail(f"the browser tests need Chromium on PATH (one of {', '.join(CHROMIUM_NAMES)}); install it, "
+                "e.g. `apt-get install chromium`", pytrace=False)
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
 
-def open_app(browser, url: str, height: int = 1300, timeout: float = 30_000):
+def open_app(browser, url: str, height: int = 1300, timeout: float = CONDITION_MS):
     """A fresh browser context on the app at `url`, ready to use (a generator for fixtures)."""
     context = browser.new_context(viewport={"width": 1400, "height": height})
     page = context.new_page()
@@ -67,7 +84,7 @@ def set_checked(page, elem_id, checked):
     page.locator(f"#{elem_id} input[type=checkbox]").set_checked(checked)
 
 
-def parse(page, timeout=60_000):
+def parse(page, timeout=2 * CONDITION_MS):
     """Click Parse and wait for this parse's final status (each parse has its own data-run)."""
     before = page.locator("#status .hpd-status").get_attribute("data-run")
     page.click("#parse")
@@ -99,14 +116,13 @@ def test_parse_an_image_live_tree_grows_rate_updates_markdown_renders(page, tmp_
     page.click("#parse")
     page.wait_for_function("document.querySelectorAll('#tree tbody tr').length >= 12")
     page.screenshot(path=str(tmp_path / "parse-live.png"), full_page=True)
-    expect(page.locator("#status .hpd-status.done")).to_be_visible(timeout=90_000)
+    expect(page.locator("#status .hpd-status.done")).to_be_visible()
     seen = page.evaluate("window.hpdSeen")
     # children appear live: a tree with some of its children is drawn before the whole one (the parse
     # takes a few 0.15-s UI frames, so how many partial trees are seen depends on the machine's speed)
     rows = seen["rows"]
     assert rows == sorted(rows) and rows[-1] > 20 and any(1 < n < rows[-1] for n in rows), seen
     assert len([r for r in seen["rates"] if r != "0"]) >= 2, seen  # tokens/s changes while it decodes
-    tab(page, "Markdown")
     markdown = page.locator("#markdown")
     expect(markdown.locator("p").first).to_be_visible()
     assert "nkpcft" in markdown.inner_text()
@@ -129,9 +145,7 @@ def test_pdf_page_selector_and_parse_of_the_second_page(page):
 
 def markdown_after_parse(page) -> str:
     parse(page)
-    tab(page, "Markdown")
     text = page.locator("#markdown").inner_text()
-    tab(page, "Branch outputs")
     return text
 
 
@@ -155,7 +169,7 @@ def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, tmp_path
     tab(page, "Compare")
     page.click("#compare")
     verdict = page.locator("#compare-summary [data-match]")
-    expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
+    expect(verdict).to_have_attribute("data-match", "exact")
     figures = page.locator("#compare-summary [data-speedup]")
     assert float(figures.get_attribute("data-speedup")) > 0           # wall clock: noisy on a shared CPU
     assert float(figures.get_attribute("data-forward-ratio")) >= 2.0  # MTP on: several times fewer forwards
@@ -166,22 +180,26 @@ def test_compare_passes_the_exact_match_check_and_shows_a_speedup(page, tmp_path
     page.get_by_label("children serial vs batched").check()
     page.click("#compare")
     expect(page.locator("#compare-status")).to_contain_text("Decoding")
-    expect(verdict).to_have_attribute("data-match", "exact", timeout=90_000)
+    expect(verdict).to_have_attribute("data-match", "exact")
 
 
-def test_stop_cancels_a_long_parse_promptly_and_parsing_works_again(page):
+@pytest.fixture
+def endless_page(browser, endless_server):
+    yield from open_app(browser, endless_server)
+
+
+def test_stop_cancels_a_long_parse_and_parsing_works_again(endless_page):
+    page = endless_page
     upload(page, PNG)
     set_value(page, "#max-new-tokens input", 8000)
     set_checked(page, "use-mtp", False)
     page.click("#parse")
     expect(page.locator("#tree tbody tr").nth(3)).to_be_attached()
-    started = time.monotonic()
     page.click("#stop")
-    expect(page.locator("#status")).to_contain_text("Stopped", timeout=15_000)
-    assert time.monotonic() - started < 10
+    expect(page.locator("#status")).to_contain_text("Stopped")  # the engine's promptness: test_reliability_cancel
     set_value(page, "#max-new-tokens input", 30)
     set_checked(page, "use-mtp", True)
-    parse(page, timeout=30_000)
+    parse(page)
     expect(page.locator("#status")).to_contain_text("Parsed page 1 of synth-report.png")
 
 
@@ -208,3 +226,32 @@ def test_encrypted_pdf_asks_for_a_password_then_parses(page, tmp_path):
     expect(page.locator("#status")).to_contain_text("locked.pdf: 2 pages")
     set_value(page, "#max-new-tokens input", 20)
     parse(page)
+
+
+PRICES = "costs $48,848.81 and later $20,598.20"
+INLINE = "where $x^2$ holds"
+
+
+@pytest.fixture(scope="module")
+def writing_server(app_engine):
+    blocks = [Block("text", (100, 100, 900, 200), PRICES), Block("text", (100, 300, 900, 400), INLINE),
+              Block("formula", (100, 500, 900, 600), "E = mc^2")]
+    with serve(build_demo(Scripted(app_engine, blocks=blocks))) as url:
+        yield url
+
+
+@pytest.fixture
+def writing_page(browser, writing_server):
+    yield from open_app(browser, writing_server)
+
+
+def test_prices_show_dollar_signs_and_a_pandoc_dollar_pair_one_inline_formula(writing_page):
+    page = writing_page
+    upload(page, PNG)
+    set_value(page, "#max-new-tokens input", 10)
+    parse(page)
+    prices, inline = page.locator("#markdown p").nth(0), page.locator("#markdown p").nth(1)
+    expect(inline.locator(".katex")).to_have_count(1)
+    assert prices.inner_text() == PRICES and prices.locator(".katex").count() == 0
+    assert inline.locator(".katex-display").count() == 0 and "where" in inline.inner_text()
+    expect(page.locator("#markdown .katex-display")).to_have_count(1)  # the formula block stays display math

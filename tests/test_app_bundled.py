@@ -1,25 +1,26 @@
 """The app on the bundled model in a real headless browser: labelled blocks fork live, the page shows
 their boxes, MTP on/off compare exactly. Takes the README's screenshots ($HPD_SCREENSHOTS=docs/images)."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
 from app.examples import FOLDER
-from app.ui import build_demo, launch
+from app.ui import build_demo
 from hpd_core import load_engine
-from tests.conftest import free_port
-from tests.test_app_browser import browser, open_app, set_checked, shots, tab, upload  # noqa: F401 (fixtures)
+from tests.conftest import serve
+from tests.test_app_browser import (browser, open_app, parse, set_checked, set_value, shots, tab,  # noqa: F401
+                                    upload)
 
 DENSE = FOLDER / "synth-dense.png"
+REPORT = FOLDER / "synth-report.png"
 
 
 @pytest.fixture(scope="module")
 def bundled_server():
-    demo = build_demo(load_engine(None))
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    with serve(build_demo(load_engine(None))) as url:
+        yield url
 
 
 @pytest.fixture
@@ -42,3 +43,34 @@ def test_bundled_model_forks_labelled_blocks_live_and_compares_exactly(page, sho
     page.click("#compare")
     expect(page.locator("#compare-summary [data-match='exact']")).to_be_visible(timeout=240_000)
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
+
+
+@pytest.fixture
+def window(browser, bundled_server):  # noqa: F811
+    """The app in a 1400 x 900 window."""
+    yield from open_app(browser, bundled_server, height=900, timeout=120_000)
+
+
+def test_page_and_markdown_side_by_side_and_a_selected_box_highlights_its_markdown_and_branch(window, shots):
+    page = window
+    upload(page, REPORT)
+    set_value(page, "#max-new-tokens input", 60)
+    parse(page, timeout=240_000)
+    page.evaluate("window.scrollTo(0, 0)")
+    image, markdown = page.locator("#page-image img").bounding_box(), page.locator("#markdown").bounding_box()
+    page.screenshot(path=str(shots / "parse-done.png"))
+    assert image["width"] >= 450 and markdown["width"] >= 450, (image, markdown)  # the page at 60% of its 768 px or more
+    assert image["x"] + image["width"] <= markdown["x"] and abs(image["y"] - markdown["y"]) < 80  # side by side
+    assert image["y"] + 300 <= 900 and markdown["y"] + 300 <= 900, (image, markdown)    # both in view
+    boxes = page.locator("#page-image .hpd-box")
+    assert boxes.count() >= 2
+    name = next(c for c in boxes.first.get_attribute("class").split() if re.fullmatch(r"hpd-b\d+", c))
+    boxes.first.click()
+    expect(page.locator(f"#page-image .hpd-box.{name}.hpd-selected")).to_have_count(1)
+    expect(page.locator(f"#markdown .hpd-mark.{name} + *")).to_have_class(re.compile("hpd-selected"))
+    expect(page.locator(f"#branches .hpd-branch.{name}")).to_have_class(re.compile("hpd-selected"))
+    expect(page.locator(f"#tree tr.{name}")).to_have_class(re.compile("hpd-selected"))
+    page.locator("#markdown .hpd-mark + *").last.click()  # and back: a Markdown block selects its box
+    last = page.locator("#markdown .hpd-mark").last.get_attribute("class").split()[-1]
+    expect(page.locator(f"#page-image .hpd-box.{last}")).to_have_class(re.compile("hpd-selected"))
+    page.screenshot(path=str(shots / "parse-selected.png"))

@@ -7,6 +7,8 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from app.examples import FOLDER
+from app.latex import katex_markdown
+from app.selection import marked_markdown
 from app.ui import ParsePanel
 from hpd_core import ParseOptions
 from hpd_core.documents import load_pages
@@ -40,7 +42,7 @@ def test_parse_endpoint_returns_what_the_engine_returns(client, app_engine):
     expected = app_engine.parse(load_pages(PNG)[0].image, ParseOptions(batch_children=True, max_new_tokens=60))
     assert out["json"]["text"] == expected.text
     assert out["json"]["blocks"] == expected.to_dict()["blocks"]
-    assert out["markdown"] == out["raw"] == expected.markdown
+    assert out["raw"] == expected.markdown and out["markdown"] == katex_markdown(marked_markdown(expected.blocks))
     assert out["json"]["stats"]["forwards"] == expected.stats.forwards
     assert 'class="hpd-status done"' in out["status"]
     md, data = downloaded(out["download_md"]), downloaded(out["download_json"])

@@ -1,22 +1,31 @@
 """Pure rendering functions of the app: boxes, HTML panels, SVG charts, file names."""
 
+import base64
+import io
+import re
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
-from app.boxes import draw_boxes
+from app.boxes import MAX_SIDE, image_uri, page_html
 from app.comparison import Comparison
 from app.downloads import safe_stem
-from app.palette import colour, rgb
+from app.examples import examples
+from app.latex import katex_markdown
+from app.selection import block_of_branch, marked_markdown
+from app.palette import colour
 from app.render import BUNDLED_NOTE, branches_html, comparison_html, diff_html, info_markdown, stats_html, tree_html
 from app.state import BranchView, Summary
 from app.timeline import sparkline_svg, timeline_svg
 from hpd_core.engine import EngineInfo
 from hpd_core.grammar import Block
 from hpd_core.loader import BUNDLED_MODEL
+from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
+from tests.boxes import boxes_of
 from hpd_training.synth import SynthConfig, render_page
 
 
@@ -25,36 +34,32 @@ def synth_page():
     return render_page(5, SynthConfig.dense())
 
 
-def test_boxes_are_drawn_in_label_colours_on_ground_truth_blocks(synth_page):
+def test_boxes_sit_on_the_page_in_percent_in_label_colours_numbered_in_reading_order(synth_page):
     image, blocks = synth_page.image, synth_page.blocks
-    before = np.asarray(image).copy()
-    out = np.asarray(draw_boxes(image, blocks))
-    assert np.array_equal(np.asarray(image), before), "the input image is not modified"
-    assert out.shape == before.shape
-    hits = 0
-    for block in blocks:
-        x1, y1, x2, y2 = block.page_bbox(*image.size)
-        left_edge = out[(y1 + y2) // 2, x1]
-        hits += tuple(left_edge) == rgb(colour(block.label))
-    assert len(blocks) >= 10
-    assert hits >= len(blocks) - 1  # a later box may cover one edge point of an earlier one
-    assert not np.array_equal(out, before)
+    shown = boxes_of(page_html(image, blocks))
+    assert len(blocks) >= 10 and len(shown) == len(blocks)
+    for (number, tag, c, left, top, width, height), (i, block) in zip(shown, enumerate(blocks, start=1)):
+        x1, y1, x2, y2 = block.bbox
+        assert (number, tag, c) == (i, i, colour(block.label))
+        assert (left, top, width, height) == pytest.approx((x1 / 10, y1 / 10, (x2 - x1) / 10, (y2 - y1) / 10), abs=0.01)
 
 
-def test_box_numbers_sit_on_label_coloured_tags(synth_page):
-    image = synth_page.image
-    block = max(synth_page.blocks, key=lambda b: b.bbox[1])  # lowest block: room above for its tag
-    out = np.asarray(draw_boxes(image, [block]))
-    x1, y1, _, _ = block.page_bbox(*image.size)
-    tag = out[y1 - 12:y1, x1:x1 + 12].reshape(-1, 3)
-    assert (tag == rgb(colour(block.label))).all(axis=1).mean() > 0.4   # coloured tag ...
-    assert (tag.min(axis=1) > 200).any()                                # ... with a white number
+def test_blocks_without_boxes_keep_their_number_and_show_nothing():
+    html = page_html(Image.new("RGB", (120, 160)), [Block("text", None, "a"), Block("title", (0, 0, 500, 500), "b")])
+    assert [(number, tag) for number, tag, *_ in boxes_of(html)] == [(2, 2)]
+    assert "hpd-box" not in page_html(Image.new("RGB", (120, 160)), [Block("#", None, "nkpcft")])
 
 
-def test_blocks_without_boxes_draw_nothing():
-    image = Image.new("RGB", (120, 160), (250, 250, 250))
-    out = draw_boxes(image, [Block("#", None, "nkpcft"), Block("text", None, "")])
-    assert np.array_equal(np.asarray(out), np.asarray(image))
+def test_the_page_is_sent_as_one_jpeg_of_at_most_max_side_pixels():
+    big = Image.new("RGB", (MAX_SIDE * 2, MAX_SIDE), "red")
+    uri = image_uri(big)
+    assert uri.startswith("data:image/jpeg;base64,")
+    assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).size == (MAX_SIDE, MAX_SIDE // 2)
+    assert page_html(None, [Block("text", (0, 0, 9, 9))], uri).count(uri) == 1
+
+
+def test_box_labels_are_escaped():
+    assert "<script>" not in page_html(Image.new("RGB", (10, 10)), [Block("<script>", (0, 0, 9, 9))])
 
 
 def test_model_text_is_escaped_and_accepted_drafts_are_marked():
@@ -172,3 +177,66 @@ def test_the_bundled_model_says_what_it_can_read_and_others_do_not():
     other = info_markdown(EngineInfo("HPD-Parsing", "/models/HPD-Parsing", "cuda", "bfloat16", 1_070_000_000, True))
     assert bundled.endswith(BUNDLED_NOTE) and "reads large print" in bundled
     assert "demo" not in other and "`HPD-Parsing`" in other
+
+
+# ---- which dollars are math ----------------------------------------------------------------------
+
+def test_prices_stay_dollar_signs_and_make_no_formula():
+    assert katex_markdown("costs $48,848.81 and later $20,598.20") == r"costs \$48,848.81 and later \$20,598.20"
+
+
+def test_a_dollar_pair_by_pandocs_rule_is_one_inline_formula():
+    assert katex_markdown("where $x^2$ holds") == r"where \(x^2\) holds"
+    assert katex_markdown("costs $5, where $x^2$ holds") == r"costs \$5, where \(x^2\) holds"
+
+
+@pytest.mark.parametrize("text", ["$ x$", "$x $", "$x$1", "$a\n\nb$", "$", "a $5 b"],
+                         ids=["space after opening", "space before closing", "digit after closing",
+                              "across paragraphs", "alone", "price"])
+def test_dollars_that_break_pandocs_rule_are_dollar_signs(text):
+    assert "\\(" not in katex_markdown(text) and katex_markdown(text).count("\\$") == text.count("$")
+
+
+def test_display_formulas_escapes_and_model_delimiters_are_kept():
+    for text in ("$$\nE = mc^2\n$$", r"\[ a+b \]", r"\(a_1\)", r"a \$ b", "a $x\\$y$ b"):
+        assert katex_markdown(text) == text.replace("$x\\$y$", "\\(x\\$y\\)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="$ x1\n,.", max_size=40))
+def test_only_delimiters_change_text_without_backslashes(text):
+    """Undoing the rewrite gives the input back: no character is lost, added or moved."""
+    undone = katex_markdown(text).replace("\\(", "$").replace("\\)", "$").replace("\\$", "$")
+    assert undone == text
+
+
+# ---- selecting a block ---------------------------------------------------------------------------
+
+def test_each_child_belongs_to_the_next_block_with_its_header():
+    blocks = [Block("title", (1, 1, 9, 9), "a"), Block("text", None, "b"), Block("text", (2, 2, 8, 8), "c")]
+    children = [(1, "title", (1, 1, 9, 9)), (2, "table", (5, 5, 6, 6)), (3, None, None), (4, "text", (2, 2, 8, 8))]
+    assert block_of_branch(blocks, children) == {1: 1, 3: 2, 4: 3}  # child 2 wrote no block shown here
+
+
+def test_the_markdown_has_one_marker_per_shown_block_and_is_the_pages_markdown_without_them():
+    blocks = [Block("title", None, "T"), Block("header", None, "dropped"), Block("text", None, "costs $5")]
+    marked = marked_markdown(blocks)
+    assert re.findall(r'class="hpd-mark (hpd-b\d+)"', marked) == ["hpd-b1", "hpd-b3"]
+    assert re.sub(r'<div class="hpd-mark hpd-b\d+"></div>\n\n', "", marked) == to_markdown(blocks)
+
+
+def test_tree_rows_and_branch_cards_carry_their_blocks_class():
+    view = _view({0: BranchView(0), 1: BranchView(1, label="text"), 2: BranchView(2, label="title")})
+    blocks = {1: 3}
+    assert 'data-branch="1" data-state="waiting" class="hpd-b3"' in tree_html(view, blocks)
+    assert '<div class="hpd-branch hpd-b3" data-branch="1">' in branches_html(view, blocks)
+    assert "hpd-b" not in tree_html(view).replace("hpd-branch", "")
+
+
+def test_examples_show_the_one_line_description_of_the_json_beside_them(tmp_path):
+    for name in ("letter.pdf", "paper.png", "notes.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "examples.json").write_text('{"paper.png": "A page of a paper,\\n two columns", "gone.pdf": "x"}')
+    assert [e.label for e in examples(tmp_path)] == ["letter.pdf", "paper.png: A page of a paper, two columns"]
+    (tmp_path / "examples.json").unlink()
+    assert [e.label for e in examples(tmp_path)] == ["letter.pdf", "paper.png"]

@@ -13,7 +13,6 @@ import html
 import io
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +24,13 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from app.ui import ParsePanel, build_demo, launch
-from hpd_tools import cli
+from app.ui import ParsePanel, build_demo
+from hpd_core import documents
 from hpd_core.documents import DocumentError, Limits, count_pages, load_pages
 from hpd_core.options import ParseOptions
+from hpd_tools import cli
 from hpd_tools.server import ServeConfig, create_app, parse_args, serving
-from tests.conftest import app_options, free_port
-from tests.test_reliability_security import handlers_of
+from tests.conftest import app_options, handlers_of, serve
 from tests.test_documents import (GOOD_PDF, colour_pattern, encode, handwritten_pdf, make_pdf, png_header_only,
                                   zip_bytes)
 
@@ -113,14 +112,25 @@ def test_python_api_names_the_problem_and_the_engine_still_parses(case, tmp_path
     assert app_engine.parse(good[1], OPTIONS).text == good[2]
 
 
-def test_python_api_ten_thousand_page_pdf_opens_fast_and_all_pages_hit_the_page_limit(app_engine):
+@pytest.fixture
+def rendered(monkeypatch) -> list[int]:
+    """Numbers of the PDF pages rendered during the test, in order (this process: the API, the CLI
+    and the app server the tests start): work that grows with the page count shows here, on a
+    slow machine as on a fast one."""
+    numbers, render = [], documents._Pdf.render
+    monkeypatch.setattr(documents._Pdf, "render", lambda pdf, number, dpi: numbers.append(number) or render(
+        pdf, number, dpi))
+    return numbers
+
+
+def test_python_api_ten_thousand_page_pdf_opens_without_rendering_and_all_pages_hit_the_page_limit(
+        app_engine, rendered):
     data = handwritten_pdf(10_000)
-    started = time.perf_counter()
     assert count_pages(data) == 10_000
     with pytest.raises(DocumentError, match=r"10,000 pages requested, over the limit of max_pages=500 per request"):
         load_pages(data)
     [page] = load_pages(data, pages=[10_000])
-    assert time.perf_counter() - started < 2.0
+    assert rendered == [10_000]
     assert app_engine.parse(page, OPTIONS).stats.generated_tokens > 0
 
 
@@ -185,17 +195,16 @@ def test_cli_encrypted_pdf_needs_the_password(app_checkpoint, tmp_path, capsys):
 
 
 def test_cli_ten_thousand_page_pdf_is_refused_before_parsing_unless_pages_are_selected(app_checkpoint, tmp_path,
-                                                                                        capsys):
+                                                                                        capsys, rendered):
     long = write(tmp_path, "long.pdf", handwritten_pdf(10_000))
     out = tmp_path / "out"
-    started = time.perf_counter()
     assert hpd_parse(app_checkpoint, long, "-o", out) == 1
     err = capsys.readouterr().err
     assert ("'long.pdf': 10,000 pages selected, over the limit of max_pages=500 per document; select fewer "
             "(e.g. --pages 1-500) or raise --max-pages") in err
     assert "0 pages parsed" in err and not out.exists()
     assert hpd_parse(app_checkpoint, long, "-o", out, "--pages", "9999-") == 0
-    assert time.perf_counter() - started < 20
+    assert rendered == [9_999, 10_000]
     assert sorted(p.name for p in (out / "long").iterdir()) == [
         "page-10000.json", "page-10000.md", "page-9999.json", "page-9999.md"]
 
@@ -291,12 +300,12 @@ def test_app_encrypted_pdf_shows_the_password_box_and_parses_with_the_password(c
     assert "Parsed page 1 of locked.pdf" in app_parse(client, locked, password="s3cret")["status"]
 
 
-def test_app_ten_thousand_page_pdf_opens_fast_and_its_last_page_parses(client, tmp_path):
+def test_app_ten_thousand_page_pdf_opens_with_one_page_rendered_and_its_last_page_parses(client, tmp_path,
+                                                                                          rendered):
     long = write(tmp_path, "long.pdf", handwritten_pdf(10_000))
-    started = time.perf_counter()
     _, status = app_open(client, long)
     assert "long.pdf: 10,000 pages. Press Parse." in status
-    assert time.perf_counter() - started < 10
+    assert rendered == [1]  # the preview
     assert "Parsed page 10000 of long.pdf" in app_parse(client, long, number=10_000)["status"]
 
 
@@ -330,11 +339,8 @@ def test_app_non_utf8_path_gets_a_printable_status(app_engine, tmp_path):
 def strict_app(app_engine):
     """The app with small limits, as `hpd-demo --max-image-pixels 1000 --max-file-bytes 100000` serves it."""
     limits = Limits(max_file_bytes=100_000, max_image_pixels=1000)
-    demo = build_demo(app_engine, limits)
-    port = free_port()
-    launch(demo, limits, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield Client(f"http://127.0.0.1:{port}/", verbose=False)
-    demo.close()
+    with serve(build_demo(app_engine, limits), limits) as url:
+        yield Client(url, verbose=False)
 
 
 def test_app_limits_are_configurable(strict_app, tmp_path, monkeypatch):

@@ -11,18 +11,18 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from app.boxes import draw_boxes
+from app.boxes import page_html
 from hpd_core import load_engine
 from hpd_core.events import BranchForked, PageFinished
 from hpd_core.grammar import GRID, Block, parse_blocks
 from hpd_core.markdown import to_markdown
 from hpd_core.options import ParseOptions
 from hpd_core.result import ParseResult, Stats
+from tests.boxes import boxes_of
 from tests.tiny import byte_id, byte_tokenizer
 
 PAGE = Image.new("RGB", (60, 80), "white")
@@ -121,7 +121,7 @@ def test_headers_without_label_or_box_give_blocks_the_json_and_the_page_can_show
     assert result.blocks and all(b.bbox is None for b in result.blocks)
     data = json.loads(json.dumps(result.to_dict()))
     assert all(b["bbox"] is None and b["bbox_1000"] is None for b in data["blocks"])
-    assert np.array_equal(np.asarray(draw_boxes(PAGE, result.blocks)), np.asarray(PAGE))  # nothing to draw
+    assert boxes_of(page_html(PAGE, result.blocks)) == []  # nothing to draw
 
 
 MALFORMED = (
@@ -141,8 +141,8 @@ def test_malformed_boxes_give_no_box_or_a_clamped_ordered_one_and_everything_dow
     result = ParseResult(MALFORMED, blocks, to_markdown(blocks), Stats(), (300, 400))
     data = json.loads(json.dumps(result.to_dict()))
     assert data["blocks"][3]["bbox"] == [30, 20, 270, 380]
-    boxed = np.asarray(draw_boxes(Image.new("RGB", (300, 400), "white"), blocks))
-    assert (boxed != 255).any()  # the readable boxes are drawn, the others skipped
+    shown = boxes_of(page_html(Image.new("RGB", (300, 400), "white"), blocks))
+    assert [n for n, *_ in shown] == [4, 7, 8]  # the readable boxes are drawn, the others skipped
     assert "reversed" in result.markdown and "no label" in result.markdown
 
 
@@ -152,7 +152,8 @@ def test_every_box_on_the_page_stays_inside_it():
         for block in blocks:
             x1, y1, x2, y2 = block.page_bbox(width, height)
             assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height
-        draw_boxes(Image.new("RGB", (width, height)), blocks)
+        for _, _, _, left, top, w, h in boxes_of(page_html(Image.new("RGB", (width, height)), blocks)):
+            assert 0 <= left <= left + w <= 100 and 0 <= top <= top + h <= 100
 
 
 def test_the_stream_ends_with_the_page_for_every_kind_of_stop(app_engine):

@@ -7,36 +7,31 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import gradio as gr
 import httpx
 import pytest
+from gradio.route_utils import delete_files_created_by_app
 from gradio_client import Client, handle_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import app.ui as ui
 from app.downloads import write_downloads
-from app.ui import Handlers, ParsePanel, build_demo, launch
+from app.ui import ParsePanel, build_demo
 from hpd_core.grammar import Block
 from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
+from hpd_tools.forms import option_specs
 from hpd_tools.server import create_app, serving
-from tests.conftest import app_options, free_port
+from tests.conftest import app_options, handlers_of, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("hpd_core/**/*.py"), *ROOT.glob("hpd_tools/**/*.py"), *ROOT.glob("app/**/*.py"),
                   ROOT / "app.py"])
 PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}
 PNG = ROOT / "assets" / "examples" / "synth-report.png"
-
-
-def handlers_of(demo: gr.Blocks) -> Handlers:
-    """The `Handlers` behind a demo built by `build_demo`."""
-    return next(f.fn.__self__ for f in demo.fns.values() if isinstance(getattr(f.fn, "__self__", None), Handlers))
 
 
 def unsafe_loading(tree: ast.AST) -> list[str]:
@@ -70,24 +65,28 @@ def test_no_source_loads_pickles_or_remote_code(path):
     assert unsafe_loading(ast.parse(path.read_text(encoding="utf-8"))) == []
 
 
-def calls(path: Path, name: str) -> list[str]:
-    """Names of the functions in `path` that call `name`."""
+def calls(path: Path, names: set[str]) -> list[str]:
+    """Names of the functions in `path` that call one of `names`."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return sorted({fn.name for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
-                   for node in ast.walk(fn) if isinstance(node, ast.Call) and ast.unparse(node.func) == name})
+                   for node in ast.walk(fn) if isinstance(node, ast.Call) and ast.unparse(node.func) in names})
+
+
+LOADERS = {"load_engine", "open_engine"}  # hpd_core's, and hpd_tools.backends' (a folder, a hub id or a server)
 
 
 def test_models_are_loaded_only_from_the_command_line_entry_points():
-    loading = {str(p.relative_to(ROOT)): calls(p, "load_engine") for p in ROOT.glob("app/*.py")}
-    loading["hpd_tools/server.py"] = calls(ROOT / "hpd_tools/server.py", "load_engine")
+    loading = {str(p.relative_to(ROOT)): calls(p, LOADERS) for p in ROOT.glob("app/*.py")}
+    loading["hpd_tools/server.py"] = calls(ROOT / "hpd_tools/server.py", LOADERS)
     assert loading == {**dict.fromkeys(loading, []), "app/__main__.py": ["main"], "hpd_tools/server.py": ["main"]}
 
 
 def test_the_app_api_takes_no_model_path(app_server):
+    """Every input of every endpoint is a document input, a decoding option or the compared mode."""
     endpoints = Client(app_server, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
-    parameters = {p["parameter_name"] for e in endpoints.values() for p in e["parameters"]}
-    assert parameters <= {"path", "number", "dpi", "password", "use_mtp", "k", "batch", "active", "new", "prompt",
-                          "mode"}, parameters
+    labels = {p["label"] for e in endpoints.values() for p in e["parameters"]}
+    documents = {"Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", "Page", "Render DPI (PDF)", "PDF password", "Compare"}
+    assert labels <= documents | {spec.name for spec in option_specs()}, labels
 
 
 @pytest.mark.parametrize("model", ["../assets/hpd-tiny", "/etc/passwd", str(ROOT / "assets" / "hpd-tiny"),
@@ -119,15 +118,15 @@ def test_download_files_stay_in_their_folder_with_safe_names(tmp_path_factory, n
 
 
 @pytest.fixture
-def short_cache_app(app_engine, tmp_path, monkeypatch):
-    """The app with a 1-second cache lifetime, its Gradio files in tmp_path/gradio, 2 runs kept."""
+def cached_app(app_engine, tmp_path, monkeypatch):
+    """The app with its Gradio files in tmp_path/gradio and 2 runs kept. Its files live the default
+    hour (CACHE_SECONDS): none can expire between an upload and its parse, or between a result and
+    the client's fetch of it, however slow the machine; the test says when the hour has passed."""
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
     monkeypatch.setattr(ui, "MAX_RUNS", 2)
-    demo = build_demo(app_engine, cache_seconds=1)
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/", handlers_of(demo), tmp_path / "gradio"
-    demo.close()
+    demo = build_demo(app_engine)
+    with serve(demo) as url:
+        yield url, demo, handlers_of(demo), tmp_path / "gradio"
 
 
 def files(folder: Path) -> list[Path]:
@@ -142,8 +141,13 @@ def parse_in_new_session(url: str, upload: Path) -> str:
     return out["status"]
 
 
-def test_uploads_and_result_files_do_not_accumulate(short_cache_app, tmp_path):
-    url, handlers, cache = short_cache_app
+def test_gradio_deletes_the_apps_cached_files_after_the_cache_lifetime(app_engine):
+    assert build_demo(app_engine, cache_seconds=7).delete_cache == (7, 7)  # every 7 s, files older than 7 s
+    assert build_demo(app_engine).delete_cache == (ui.CACHE_SECONDS, ui.CACHE_SECONDS)
+
+
+def test_uploads_and_result_files_do_not_accumulate(cached_app, tmp_path):
+    url, demo, handlers, cache = cached_app
     uploads = [tmp_path / f"upload-{i}.png" for i in range(5)]
     for i, upload in enumerate(uploads):
         upload.write_bytes(PNG.read_bytes() + bytes(i))  # distinct files, each cached on its own
@@ -153,18 +157,16 @@ def test_uploads_and_result_files_do_not_accumulate(short_cache_app, tmp_path):
     assert len(files(handlers.downloads)) == 2 * 2  # ... with their .md and .json
     empty = [p for p in files(cache) if p.stat().st_size == 0]
     assert empty  # Gradio's gr.File leaves an empty temp file per request (app/cache.py)
-    time.sleep(1.1)  # older than cache_seconds
+    handlers.cache_seconds = 0  # the lifetime has passed: every file made so far is older than it
     parse_in_new_session(url, uploads[4])  # each parse sweeps the old ones
     assert not any(p.exists() for p in empty)
-    deadline = time.monotonic() + 10
-    while any(p.stat().st_size for p in files(cache)):  # Gradio deletes uploads and served copies
-        assert time.monotonic() < deadline, files(cache)
-        time.sleep(0.2)
+    delete_files_created_by_app(demo, age=0)  # Gradio's scheduled pass (delete_cache), at the same age
+    assert [p for p in files(cache) if p.stat().st_size] == []  # uploads and served copies are gone
     assert len(files(cache)) <= 1  # the last request's empty file, until the next parse
 
 
-def test_result_files_are_written_once_per_run_and_kept_until_the_run_is_dropped(short_cache_app):
-    url, handlers, _ = short_cache_app
+def test_result_files_are_written_once_per_run_and_kept_until_the_run_is_dropped(cached_app):
+    url, _, handlers, _ = cached_app
     assert "Parsed page 1" in parse_in_new_session(url, PNG)
     [run] = handlers.runs.values()
     written = run.downloads

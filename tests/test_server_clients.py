@@ -9,14 +9,14 @@ import pytest
 from gradio_client import Client, handle_file
 
 from app.render import info_markdown
-from app.ui import ParsePanel, build_demo, launch
+from app.ui import ParsePanel, build_demo
 from hpd_tools.cli import main as hpd_parse
 from hpd_core.documents import load_pages
 from hpd_core.loader import load_engine
 from hpd_tools.backends import open_engine
 from hpd_core.options import ParseOptions
 from hpd_tools.server import create_app, serving
-from tests.conftest import app_options, free_port
+from tests.conftest import app_options, serve
 
 PNG = Path(__file__).resolve().parent.parent / "assets" / "examples" / "synth-report.png"
 OPTIONS = ParseOptions(batch_children=True, max_new_tokens=60)
@@ -45,14 +45,9 @@ def test_cli_with_server_writes_the_local_engines_result(server, expected, tmp_p
 def test_app_with_server_parses_and_says_which_backend(server, expected):
     remote = open_engine(server)
     assert remote.info.remote and remote.info.extensions
-    demo = build_demo(remote)
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with serve(build_demo(remote)) as url:
+        client = Client(url, verbose=False)
         out = client.predict(handle_file(str(PNG)), 1, 90, "", *app_options(batch_children=True, max_new_tokens=60),
                              api_name="/parse")
         assert dict(zip(ParsePanel._fields, out))["json"]["text"] == expected.text
         assert "remote server" in info_markdown(remote.info)
-    finally:
-        demo.close()
