@@ -13,33 +13,22 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from hpd_core.grammar import GRID, Block, format_assembled, format_children, format_parent, has_content
+from hpd_core.grammar import GRID, Block, has_content
 from hpd_training.pagelayout import PageLayout, RealBlock, extract
+from hpd_training.texts import BlockTexts
 
 DPI = 150  # real pages reach the tiled model at 150 DPI: 10-pt type ~16 px on its 1280-px canvas (docs/training.md)
 MAX_SIDE = 5000
 
 
 @dataclass(frozen=True, eq=False)
-class RealPage:
+class RealPage(BlockTexts):
     image: Image.Image                      # RGB at `dpi`
     blocks: list[Block]                     # reading order; bbox on the 0-1000 grid
     glyphs: np.ndarray                      # [N, 3] float32: x, y (image px), code point
     child_glyphs: list[np.ndarray | None]   # per content block (fork order): [n, 2] px, or None
     child_trained: list[bool]               # per content block: False when its content is no target
     layout: PageLayout                      # what was read, in pt
-
-    @property
-    def parent_text(self) -> str:
-        return format_parent(self.blocks)
-
-    @property
-    def children_texts(self) -> list[str]:
-        return format_children(self.blocks)
-
-    @property
-    def assembled_text(self) -> str:
-        return format_assembled(self.blocks)
 
 
 def render(page: pymupdf.Page, dpi: float = DPI) -> Image.Image:

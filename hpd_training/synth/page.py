@@ -19,12 +19,13 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from hpd_core.grammar import GRID, Block, drawn_positions, format_assembled, format_children, format_parent, has_content
+from hpd_core.grammar import GRID, Block, drawn_positions, has_content
 from hpd_training.synth.augment import augment
 from hpd_training.synth.config import LINE_LABELS, SynthConfig
 from hpd_training.synth.drawing import Rect, draw
 from hpd_training.synth.elements import Element
 from hpd_training.synth.layout import Layout, compose_page
+from hpd_training.texts import BlockTexts
 
 INK = 200  # a pixel is ink when its darkest channel is below this
 PixelBox = tuple[int, int, int, int]  # x0, y0, x1, y1 in px, x1/y1 exclusive
@@ -38,7 +39,7 @@ class Line:
 
 
 @dataclass(frozen=True, eq=False)
-class SynthPage:
+class SynthPage(BlockTexts):
     seed: int
     image: Image.Image    # RGB, augmented
     blocks: list[Block]   # reading order; bbox on the 0-1000 grid of image
@@ -60,18 +61,6 @@ class SynthPage:
     def glyphs(self) -> np.ndarray:
         """[N, 3] float32: centre x, y (px) and code point of every drawn non-space character."""
         return np.concatenate([*self.element_glyphs, np.zeros((0, 3), np.float32)])
-
-    @property
-    def parent_text(self) -> str:
-        return format_parent(self.blocks)
-
-    @property
-    def children_texts(self) -> list[str]:
-        return format_children(self.blocks)
-
-    @property
-    def assembled_text(self) -> str:
-        return format_assembled(self.blocks)
 
     @functools.cached_property
     def child_glyphs(self) -> list[np.ndarray | None]:
