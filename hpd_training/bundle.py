@@ -19,10 +19,11 @@ body size.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -53,9 +54,11 @@ def _file_name(source: str, package: str) -> str:
     return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
 
 
-def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES) -> str:
-    """Writes the bundle of at most `max_bytes`; returns a summary line."""
-    pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok"]
+def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = ()) -> str:
+    """Writes the bundle of at most `max_bytes`, without the source PDFs of the bundles in `skip`
+    (a second bundle to carry in another call); returns a summary line."""
+    taken = {e.source for folder in skip for e in load_bundle(folder)}
+    pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok" and p.pdf not in taken]
     by_pdf: dict[str, list] = {}
     for p in pages:
         by_pdf.setdefault(p.pdf, []).append(p)
@@ -114,20 +117,20 @@ def training_page(folder: Path, entry: BundlePage, dpi: float = DPI) -> RealPage
         return real_page(doc[entry.page], dpi)
 
 
-def source(folder: Path) -> Callable[[int], RealPage]:
-    """`--real-source hpd_training.bundle:source --real-data FOLDER`: seed -> a page of the bundle,
-    drawn by a hash of the seed (stages take their sources by seed modulo their count, so the
-    seed's low digits are not uniform); a page the rules reject now is replaced by the next draw."""
-    folder = Path(folder)
-    entries = load_bundle(folder)
+def source(folders: Path | str) -> Callable[[int], RealPage]:
+    """`--real-source hpd_training.bundle:source --real-data FOLDER[:FOLDER...]`: seed -> a page of
+    the bundles (folders joined by os.pathsep), drawn by a hash of the seed (stages take their
+    sources by seed modulo their count, so the seed's low digits are not uniform); a page the
+    rules reject now is replaced by the next draw."""
+    entries = [(Path(f), e) for f in str(folders).split(os.pathsep) for e in load_bundle(Path(f))]
 
     def page(seed: int) -> RealPage:
         draw = random.Random(f"real:{seed}")
         for _ in range(8):
             try:
-                return training_page(folder, entries[draw.randrange(len(entries))])
+                return training_page(*entries[draw.randrange(len(entries))])
             except Rejected:
                 continue
-        raise RuntimeError(f"eight pages of {folder} in a row were rejected")
+        raise RuntimeError(f"eight pages of {folders} in a row were rejected")
 
     return page

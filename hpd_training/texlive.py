@@ -113,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
+    parser.add_argument("--skip", type=Path, action="append", default=[],
+                        help="bundle: leave out the source PDFs of this earlier bundle (repeatable)")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):
@@ -127,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_evaluation(args.out, args.to))
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6)))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip))
     return 0
 
 

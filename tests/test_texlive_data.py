@@ -5,13 +5,14 @@ same as their sources."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import numpy as np
 import pymupdf
 import pytest
 
-from hpd_training import dockind, manifest
+from hpd_training import bundle, dockind, manifest
 from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation
 from hpd_training.manifest import PageRecord, build, choose_evaluation
 from hpd_training.realpage import real_page
@@ -116,6 +117,17 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
         with pymupdf.open(tmp_path / entry.source) as doc:
             source = real_page(doc[entry.source_page])
         assert ours.blocks == source.blocks and np.array_equal(ours.glyphs, source.glyphs)
+
+    half = write_bundle(tmp_path, tmp_path / "half", max_bytes=sum(
+        f.stat().st_size for f in (tmp_path / "bundle" / "pdfs").iterdir()) // 2)
+    rest = write_bundle(tmp_path, tmp_path / "rest", skip=[tmp_path / "half"])
+    first, second = load_bundle(tmp_path / "half"), load_bundle(tmp_path / "rest")
+    assert first and second and not {e.source for e in first} & {e.source for e in second}, (half, rest)
+    assert len(first) + len(second) == len(train)
+    both = bundle.source(f"{tmp_path / 'half'}{os.pathsep}{tmp_path / 'rest'}")  # draws from either bundle
+    drawn = {repr(both(seed).blocks) for seed in range(40)}
+    for folder, entries in ((tmp_path / "half", first), (tmp_path / "rest", second)):
+        assert drawn & {repr(training_page(folder, e).blocks) for e in entries}
 
 
 def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch):
