@@ -268,7 +268,7 @@ def client(app_server):
 
 
 def app_parse(client, path, number=1, password="", new=8) -> dict:
-    out = client.predict(handle_file(str(path)), number, 90, password, *app_options(max_new_tokens=new),
+    out = client.predict(handle_file(str(path)), number, 90, password, "", *app_options(max_new_tokens=new),
                          api_name="/parse")
     return dict(zip(ParsePanel._fields, out))
 
