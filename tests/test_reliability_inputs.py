@@ -275,7 +275,7 @@ def app_parse(client, path, number=1, password="", new=8) -> dict:
 
 def app_open(client, path, password="", api_name="/open_document") -> tuple[dict, str]:
     """(password box update, status text) of opening `path`."""
-    _, password_box, _, _, status = client.predict(handle_file(str(path)), 90, password, api_name=api_name)
+    _, password_box, _, _, _, status = client.predict(handle_file(str(path)), 90, password, api_name=api_name)
     return password_box, html.unescape(status)
 
 
