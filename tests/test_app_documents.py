@@ -13,7 +13,7 @@ from app.examples import FOLDER
 from app.ui import build_demo
 from hpd_tools import cli
 from tests.conftest import serve
-from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, upload  # noqa: F401
+from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, stop, upload  # noqa: F401
 
 PAGES = [FOLDER / "synth-report.png", FOLDER / "synth-notes.png", FOLDER / "synth-dense.png"]
 DPI = 90  # the app's and hpd-parse's default
@@ -127,7 +127,7 @@ def test_stop_during_page_2_keeps_page_1_shown_and_downloadable(stopping_page, t
     expect(navigator.get_by_label("page 1", exact=True)).to_be_visible()  # page 1 finished, listed live
     expect(page.locator("#status")).to_contain_text("Decoding page 2 of three-pages.pdf")
     expect(page.locator("#tree tbody tr").nth(2)).to_be_attached()  # the live view follows page 2
-    page.click("#stop")
+    stop(page)
     expect(page.locator("#status")).to_contain_text("Stopped: 1 of 3 pages of three-pages.pdf finished (1)")
     expect(navigator.get_by_label("page 2 (stopped)")).to_be_visible()
     navigator.get_by_label("page 1", exact=True).check()
