@@ -1,8 +1,10 @@
 """The Gradio app: `build_demo(engine)` lays out the page and wires small handlers; `launch`.
 
-Parse tab: a document page is decoded in a background job (app.job) while a generator handler
-renders the job's view a few times a second: the branch tree, branch outputs with accepted
-drafts, tokens/s, boxes on the page, the timeline; then Markdown, JSON and downloads.
+Parse tab: a document page, a range or all pages are decoded in a background job (app.job, in
+batches) while a generator handler renders the view of the page being decoded a few times a
+second: the branch tree, branch outputs with accepted drafts, tokens/s, boxes on the page, the
+timeline, progress over pages; then Markdown, JSON, a navigator over the finished pages and the
+document's downloads (hpd-parse's document Markdown and page records).
 Compare tab: the same page decoded twice (MTP off/on, serial/batched children, plain/fork).
 """
 
@@ -15,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,7 +34,8 @@ from app.selection import SELECT_JS, block_of_branch, marked_markdown
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
                         status_html, tree_html)
 from app.timeline import sparkline_svg, timeline_svg
-from hpd_core.documents import DEFAULT_DPI, DocumentError, Limits, Page, PasswordRequired, count_pages, load_pages
+from hpd_core.documents import (DEFAULT_DPI, DocumentError, Limits, Page, PasswordRequired, count_pages,
+                                display_name, iter_pages, load_pages, parse_page_ranges)
 from hpd_core.engine import Engine
 from hpd_core.options import ParseOptions
 from hpd_tools.forms import OptionSpec, option_specs
@@ -42,6 +45,7 @@ SPARKLINE = (720, 64)     # width, height of the Parse tab's tokens/s chart (a w
 SLOW_FRAME_SECONDS = 1.0  # the timeline and the page boxes redraw at most this often while decoding
 CACHE_SECONDS = 3600     # uploads and the result files Gradio serves are deleted this long after they were made
 MAX_RUNS = 16            # sessions whose last run is kept (for Stop); the oldest are dropped first
+FOLLOW = -1              # the page navigator's value for "follow the page being decoded"
 
 
 class Document(NamedTuple):
@@ -49,10 +53,12 @@ class Document(NamedTuple):
     page: gr.Slider
     dpi: gr.Slider
     password: gr.Textbox
+    pages: gr.Textbox        # the pages to parse ("1-3,7", "all"); empty: the page of the slider
 
 
 class ParsePanel(NamedTuple):
     status: gr.HTML
+    navigator: gr.Radio      # the document's finished pages; picking one shows it
     stats: gr.HTML
     sparkline: gr.HTML
     tree: gr.HTML
@@ -90,16 +96,43 @@ class ComparePanel(NamedTuple):
     diff: gr.HTML
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The pages a parse asked for: their numbers, and the pages themselves, rendered as they are taken."""
+    source: str                  # the document's file name
+    numbers: tuple[int, ...]     # ascending
+    pages: Iterator[Page]
+
+
 @dataclass
 class Run:
-    """A job plus what the UI needs to present it."""
+    """A job plus what the UI needs to present it. Page indices count the selected pages from 0."""
     job: ParseJob
-    page: Page
+    source: str
+    numbers: tuple[int, ...]     # the selected page numbers
     number: int                  # runs of this demo, counted from 1
-    uri: str = ""                # the page image as a data URI, encoded once (app.boxes.image_uri)
+    uris: dict[int, str] = field(default_factory=dict)  # page index -> its image as a data URI, encoded once
+    pinned: int | None = None    # the page picked in the navigator; None: follow the page being decoded
+    drawn: int | None = None     # the page the live view is drawing
+    listed: list = field(default_factory=list)  # the navigator's choices as last sent
     shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
     slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
-    downloads: tuple[Path, Path] | None = None  # (.md, .json) of the result, written once
+    downloads: tuple[Path, Path] | None = None  # (.md, .json) of the finished pages, written once
+
+    def uri(self, index: int) -> str:
+        if index not in self.uris:
+            self.uris[index] = image_uri(self.job.pages[index].image)
+        return self.uris[index]
+
+    def with_output(self) -> list[int]:
+        """Pages the navigator offers: finished ones, and stopped ones with some output."""
+        return [i for i, v in enumerate(self.job.views) if v.result is not None and (not v.result.cancelled or v.tokens)]
+
+    def shown(self) -> int:
+        """The page on screen: the pinned one, else the one being decoded, else the last with output."""
+        if self.pinned is not None:
+            return self.pinned
+        return self.job.current if self.job.running else (self.with_output() or [0])[-1]
 
     def discard_downloads(self) -> None:
         """Our copies only: Gradio serves its own cached copies (deleted after CACHE_SECONDS)."""
@@ -144,12 +177,15 @@ def _parse_tab(engine: Engine):
             with gr.Row():
                 page = gr.Slider(1, 2, value=1, step=1, label="Page", visible=False, elem_id="page")
                 dpi = gr.Slider(50, 300, value=DEFAULT_DPI, step=10, label="Render DPI (PDF)", elem_id="dpi")
+            pages = gr.Textbox(label="Pages to parse", placeholder="empty: the page above; 1-3,7; 5-; all",
+                               visible=False, elem_id="pages")
             password = gr.Textbox(label="PDF password", type="password", visible=False, elem_id="password")
             with gr.Row():
                 parse_button = gr.Button("Parse", variant="primary", elem_id="parse")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
             status = gr.HTML(status_html("Upload a document or pick an example, then press Parse."),
                              elem_id="status")
+            navigator = gr.Radio([], label="Finished pages", visible=False, elem_id="navigator")
             options = _options_panel(engine)
             gr.Markdown(info_markdown(engine.info), elem_id="engine-info")
         with gr.Column(scale=4):
@@ -180,9 +216,9 @@ def _parse_tab(engine: Engine):
     with gr.Row():
         download_md = gr.DownloadButton("Download .md", visible=False, elem_id="download-md")
         download_json = gr.DownloadButton("Download .json", visible=False, elem_id="download-json")
-    panel = ParsePanel(status, stats, sparkline, tree, branches, timeline, image, legend, markdown, raw, json,
-                       download_md, download_json)
-    return Document(file, page, dpi, password), options, parse_button, stop_button, panel
+    panel = ParsePanel(status, navigator, stats, sparkline, tree, branches, timeline, image, legend, markdown, raw,
+                       json, download_md, download_json)
+    return Document(file, page, dpi, password, pages), options, parse_button, stop_button, panel
 
 
 def _options_panel(engine: Engine) -> tuple[gr.components.Component, ...]:
@@ -256,14 +292,15 @@ class Handlers:
         self.document, self.parse_panel, self.compare_panel = document, panel, compare_panel
         self.cache = document.file.GRADIO_CACHE  # Gradio's upload folder
         d, p, c, b = document, panel, compare_panel, buttons
-        preview_out = [d.page, d.password, p.page, p.legend, p.status]
+        preview_out = [d.page, d.password, d.pages, p.page, p.legend, p.status]
         d.file.change(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="open_document")
         d.password.submit(self.open_document, [d.file, d.dpi, d.password], preview_out, api_name="unlock")
-        gr.on([d.page.release, d.dpi.release], self.show_page, list(d), [p.page, p.legend, p.status],
-              api_name="show_page")
+        gr.on([d.page.release, d.dpi.release], self.show_page, [d.file, d.page, d.dpi, d.password],
+              [p.page, p.legend, p.status], api_name="show_page")
         parsing = b.parse.click(self.parse, [*d, *options], list(p), api_name="parse",
                                      concurrency_id="engine", concurrency_limit=1, show_progress="minimal")
         b.stop.click(self.stop, None, list(p), api_name="stop", cancels=[parsing], concurrency_limit=None)
+        p.navigator.input(self.show_result, [p.navigator], list(p), api_name="show_result", concurrency_limit=None)
         compare_out = [c.status, *c.a, *c.b, c.summary, c.diff]
         comparing = b.compare.click(self.compare, [*d, b.compare_mode, *options], compare_out,
                                     api_name="compare", concurrency_id="engine", concurrency_limit=1,
@@ -277,7 +314,8 @@ class Handlers:
         d, p = self.document, self.parse_panel
         hidden = gr.Slider(value=1, minimum=1, maximum=2, visible=False)  # a slider needs min < max
         if not path:
-            return {d.page: hidden, d.password: gr.Textbox(visible=False), p.page: page_html(None), p.legend: "",
+            return {d.page: hidden, d.password: gr.Textbox(visible=False), d.pages: gr.Textbox(value="", visible=False),
+                    p.page: page_html(None), p.legend: "",
                     p.status: status_html("Upload a document or pick an example, then press Parse.")}
         try:
             pages = count_pages(path, password or None, self.limits)
@@ -293,6 +331,7 @@ class Handlers:
                     p.status: status_html(str(err), "error")}
         message = noted(f"{page.source}: {pages:,} page{'s' * (pages > 1)}. Press Parse.", page)
         return {d.page: gr.Slider(value=1, minimum=1, maximum=max(pages, 2), visible=pages > 1),
+                d.pages: gr.Textbox(value="", visible=pages > 1),
                 d.password: gr.Textbox(visible=bool(password)), p.page: page_html(page.image), p.legend: "",
                 p.status: status_html(message)}
 
@@ -310,12 +349,16 @@ class Handlers:
 
     # -- parsing --
 
-    def parse(self, request: gr.Request, path, number, dpi, password, *options):
-        page = page_or_error(path, number, dpi, password, self.limits)
+    def parse(self, request: gr.Request, path, number, dpi, password, spec, *options):
         p = self.parse_panel
-        with self._running(request, page, options_or_error(options)) as run:
-            yield {p.status: status_html(f"Decoding page {page.number} of {page.source}…", "running", run.number),
-                   p.page: page_html(None, uri=run.uri), p.legend: "", p.markdown: "", p.raw: "", p.json: None,
+        try:
+            selection = selection_or_error(path, number, spec, dpi, password, self.limits)
+        except gr.Error as err:
+            yield {p.status: status_html(err.message, "error")}
+            raise
+        with self._running(request, selection, options_or_error(options)) as run:
+            yield {p.status: self._status(run), p.navigator: gr.Radio(choices=[], visible=False),
+                   p.page: page_html(None, uri=run.uri(0)), p.legend: "", p.markdown: "", p.raw: "", p.json: None,
                    p.timeline: "",
                    p.download_md: gr.DownloadButton(visible=False),
                    p.download_json: gr.DownloadButton(visible=False)}
@@ -327,11 +370,15 @@ class Handlers:
             yield self._final(run)
 
     @contextmanager
-    def _running(self, request: gr.Request, page: Page, options: ParseOptions) -> Iterator[Run]:
-        """A job decoding `page`, kept as the session's run (for Stop) until the session ends.
-        On exit, also when Stop or a closed tab closes the handler, the job is cancelled: the
-        engine is free again."""
-        run = Run(ParseJob(self.engine, page.image, options), page, next(self.run_numbers), image_uri(page.image))
+    def _running(self, request: gr.Request, selection: Selection, options: ParseOptions) -> Iterator[Run]:
+        """A job decoding the selected pages, kept as the session's run (for Stop and the page
+        navigator) until the session ends. On exit, also when Stop or a closed tab closes the
+        handler, the job is cancelled: the engine is free again."""
+        try:
+            job = ParseJob(self.engine, selection.pages, options)  # renders the first batch of pages
+        except DocumentError as err:
+            raise gr.Error(str(err), print_exception=False) from err
+        run = Run(job, selection.source, selection.numbers, next(self.run_numbers))
         self._keep(request.session_hash or "api", run)
         try:
             yield run
@@ -351,14 +398,22 @@ class Handlers:
         sweep_leftovers(self.cache, self.cache_seconds)
 
     def _live(self, run: Run) -> dict:
+        """The status and navigator; unless a finished page is pinned, the view of the page being
+        decoded (a fresh page image when decoding has moved on to the next page)."""
         p = self.parse_panel
         with run.job.lock:
-            view = run.job.view
+            out = {p.status: self._status(run), **self._navigator(run)}
+            if run.pinned is not None:
+                return out
+            index = run.job.current
+            view = run.job.views[index]
+            if index != run.drawn:
+                run.drawn, run.shown_boxes, run.slow_frame_at = index, (), 0.0
+                out.update({p.page: page_html(None, uri=run.uri(index)), p.legend: "", p.markdown: "", p.raw: "",
+                            p.json: None})
             blocks = blocks_of_branches(view, view.layout_blocks())
-            out = {p.status: status_html(f"Decoding page {run.page.number} of {run.page.source}: "
-                                         f"{len(view.branches)} branches…", "running", run.number),
-                   p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
-                   p.tree: tree_html(view, blocks), p.branches: branches_html(view, blocks)}
+            out.update({p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
+                        p.tree: tree_html(view, blocks), p.branches: branches_html(view, blocks)})
             if time.monotonic() - run.slow_frame_at >= SLOW_FRAME_SECONDS:
                 run.slow_frame_at = time.monotonic()
                 out.update(self._slow_frame(run, view))
@@ -372,42 +427,101 @@ class Handlers:
         boxes = tuple((b.label, b.bbox) for b in blocks if b.bbox is not None)
         if boxes != run.shown_boxes:
             run.shown_boxes = boxes
-            out[p.page] = page_html(None, blocks, run.uri)
+            out[p.page] = page_html(None, blocks, run.uri(run.drawn))
             out[p.legend] = label_legend(b.label for b in blocks)
         return out
 
-    def _final(self, run: Run) -> dict:
-        p, view, result = self.parse_panel, run.job.view, run.job.view.result
-        md_path, json_path = self._downloads(run)
-        blocks = blocks_of_branches(view, result.blocks)
+    def _navigator(self, run: Run) -> dict:
+        """The navigator, when its choices have changed: while decoding "follow" and the pages
+        with output; after, those pages. Hidden for a single page."""
+        choices = [(f"page {run.numbers[i]}" + " (stopped)" * run.job.views[i].result.cancelled, i)
+                   for i in run.with_output()]
+        if run.job.running:
+            choices.insert(0, ("follow decoding", FOLLOW))
+        if choices == run.listed:
+            return {}
+        run.listed = choices
+        value = FOLLOW if run.job.running and run.pinned is None else run.shown()
+        return {self.parse_panel.navigator: gr.Radio(choices=choices, value=value, visible=len(run.numbers) > 1)}
+
+    def _status(self, run: Run) -> str:
+        """Progress over pages while decoding; the outcome after."""
+        job, total = run.job, len(run.numbers)
+        if job.running:
+            index, view = job.current, job.view
+            shown = f"; showing page {run.numbers[run.pinned]}" if run.pinned is not None else ""
+            progress = f" ({len(job.finished)} of {total} pages done{shown})" if total > 1 else ""
+            return status_html(f"Decoding page {run.numbers[index]} of {run.source}: {len(view.branches)} "
+                               f"branches…{progress}", "running", run.number)
+        index = run.shown()
+        page, result = job.pages[index], job.views[index].result
         s = result.stats
         verb = "Stopped; partial output of" if result.cancelled else "Parsed"
-        message = noted(f"{verb} page {run.page.number} of {run.page.source}: {len(result.blocks)} blocks, "
-                        f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s "
-                        f"({s.tokens_per_second:,.0f} tok/s, τ = {s.mean_accepted_length:.2f}).", run.page)
-        return {p.status: status_html(message, "error" if result.cancelled else "done", run.number),
-                p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
+        message = (f"{verb} page {page.number} of {run.source}: {len(result.blocks)} blocks, "
+                   f"{s.generated_tokens:,} tokens in {s.wall_seconds:.2f} s "
+                   f"({s.tokens_per_second:,.0f} tok/s, τ = {s.mean_accepted_length:.2f}).")
+        stopped = any(v.result.cancelled for v in job.views) or len(job.views) < total
+        if total > 1:
+            done = [run.numbers[i] for i in job.finished]
+            tokens = sum(job.views[i].result.stats.generated_tokens for i in job.finished)
+            head = (f"Stopped: {len(done)} of {total} pages of {run.source} finished ({page_list(done)})"
+                    if stopped else f"Parsed {total} pages of {run.source}")
+            message = f"{head}: {tokens:,} tokens in {job.seconds:.1f} s. Showing: {message}"
+        return status_html(noted(message, page), "error" if stopped else "done", run.number)
+
+    def _final(self, run: Run) -> dict:
+        with run.job.lock:
+            return {self.parse_panel.status: self._status(run), **self._navigator(run),
+                    **self._shown(run, run.shown()), **self._download_buttons(run)}
+
+    def _shown(self, run: Run, index: int) -> dict:
+        """Everything about one page with a result."""
+        p, view = self.parse_panel, run.job.views[index]
+        result = view.result
+        blocks = blocks_of_branches(view, result.blocks)
+        run.drawn = index
+        return {p.stats: stats_html(view.summary()), p.sparkline: sparkline_svg(view.history, *SPARKLINE),
                 p.tree: tree_html(view, blocks), p.branches: branches_html(view, blocks),
                 p.timeline: timeline_svg(list(view.branches.values()), view.round, view.options.draft_tokens),
-                p.page: page_html(None, result.blocks, run.uri),
+                p.page: page_html(None, result.blocks, run.uri(index)),
                 p.legend: label_legend(b.label for b in result.blocks),
                 p.markdown: katex_markdown(marked_markdown(result.blocks)), p.raw: result.markdown,
-                p.json: result.to_dict(),
-                p.download_md: gr.DownloadButton(value=str(md_path), visible=True),
-                p.download_json: gr.DownloadButton(value=str(json_path), visible=True)}
+                p.json: result.to_dict()}
 
-    def _downloads(self, run: Run) -> tuple[Path, Path]:
-        """The run's result files, written once: Stop may render a run that the parse handler is
-        rendering too, and Gradio copies the files only after the handlers return."""
+    def _download_buttons(self, run: Run) -> dict:
+        p, files = self.parse_panel, self._downloads(run)
+        if files is None:
+            return {p.download_md: gr.DownloadButton(visible=False), p.download_json: gr.DownloadButton(visible=False)}
+        return {p.download_md: gr.DownloadButton(value=str(files[0]), visible=True),
+                p.download_json: gr.DownloadButton(value=str(files[1]), visible=True)}
+
+    def _downloads(self, run: Run) -> tuple[Path, Path] | None:
+        """The finished pages' files (None when no page finished), written once: Stop may render
+        a run that the parse handler is rendering too, and Gradio copies the files only after the
+        handlers return."""
         with self.runs_lock:
-            if run.downloads is None:
-                run.downloads = write_downloads(self.downloads, run.page.source, run.page.number,
-                                                run.job.view.result)
+            finished = run.job.finished
+            if run.downloads is None and finished:
+                run.downloads = write_downloads(self.downloads, run.source, [run.job.pages[i] for i in finished],
+                                                [run.job.views[i].result for i in finished])
             return run.downloads
+
+    def show_result(self, request: gr.Request, choice):
+        """The navigator: show a page with a result, or follow the page being decoded again."""
+        with self.runs_lock:
+            run = self.runs.get(request.session_hash or "api")
+        if run is None or choice is None:
+            return {}
+        with run.job.lock:
+            if int(choice) == FOLLOW or run.job.views[int(choice)].result is None:
+                run.pinned = run.drawn = None  # the next live frame draws the page being decoded
+                return {self.parse_panel.status: self._status(run)}
+            run.pinned = int(choice)
+            return {self.parse_panel.status: self._status(run), **self._shown(run, run.pinned)}
 
     def stop(self, request: gr.Request):
         run = self._stop(request)
-        if run is None or run.job.view.result is None:
+        if run is None or run.job.running or not run.job.views[run.shown()].result:
             return {self.parse_panel.status: status_html("Nothing is running.")}
         return self._final(run)
 
@@ -428,7 +542,8 @@ class Handlers:
 
     # -- comparing --
 
-    def compare(self, request: gr.Request, path, number, dpi, password, mode, *options):
+    def compare(self, request: gr.Request, path, number, dpi, password, _spec, mode, *options):
+        """The page of the slider (a Pages selection is for Parse)."""
         page = page_or_error(path, number, dpi, password, self.limits)
         base = options_or_error(options)
         c = self.compare_panel
@@ -437,7 +552,8 @@ class Handlers:
         yield {c.summary: "", c.diff: "", **shown, **{part: "" for side in (c.a, c.b) for part in side[1:]}}
         results = []
         for name, side, variant in zip("AB", (c.a, c.b), variants):
-            with self._running(request, page, variant_options(base, variant)) as run:
+            one = Selection(page.source, (page.number,), iter([page]))
+            with self._running(request, one, variant_options(base, variant)) as run:
                 status = status_html(f"Decoding {name}: {variant.name} (page {page.number} of {page.source})…",
                                      "running", run.number)
                 for _ in run.job.frames():
@@ -480,15 +596,40 @@ def load_page(path: str, number: float, dpi: float, password: str | None, limits
 
 def page_or_error(path: str | None, number: float, dpi: float, password: str | None,
                   limits: Limits = Limits()) -> Page:
-    if not path:
-        raise gr.Error("Upload a document or pick an example first.", print_exception=False)
     try:
-        page = load_page(path, number or 1, dpi or DEFAULT_DPI, password, limits)
+        page = next(selection_or_error(path, number, "", dpi, password, limits).pages)
     except DocumentError as err:
         raise gr.Error(str(err), print_exception=False) from err
     for warning in page.warnings:
         gr.Warning(warning)
     return page
+
+
+def selection_or_error(path: str | None, number: float, spec: str | None, dpi: float, password: str | None,
+                       limits: Limits = Limits()) -> Selection:
+    """The pages of `spec` ("1-3,7", "5-", "all"), or page `number` when it is empty; checked
+    against the document and `limits` here, rendered as the job takes them."""
+    if not path:
+        raise gr.Error("Upload a document or pick an example first.", print_exception=False)
+    try:
+        numbers = (parse_page_ranges(spec, count_pages(path, password or None, limits)) if (spec or "").strip()
+                   else [int(number or 1)])
+        pages = iter_pages(path, numbers, dpi or DEFAULT_DPI, password or None, limits)
+    except DocumentError as err:
+        raise gr.Error(f"Pages {spec.strip()!r}: {err}" if (spec or "").strip() else str(err),
+                       print_exception=False) from err
+    return Selection(display_name(path), tuple(numbers), pages)
+
+
+def page_list(numbers) -> str:
+    """"1-3, 7" for [1, 2, 3, 7]."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs) or "none"
 
 
 def noted(message: str, page: Page) -> str:

@@ -39,7 +39,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -172,17 +172,28 @@ def plan(doc: Document, out: Path, spec: str, password: str | None, overwrite: b
 
 # ---- writing ------------------------------------------------------------------------------
 
+def page_record(source: str, page, result) -> dict:
+    """A parsed page as JSON: ParseResult.to_dict() plus "source" and "page" (a `documents.Page`),
+    the page's own warnings (e.g. rendered at a lower DPI) before the result's."""
+    record = {"source": source, "page": page.number, **result.to_dict()}
+    record["warnings"] = [*page.warnings, *record["warnings"]]
+    return record
+
+
+def document_markdown(pages: Iterable[str]) -> str:
+    """A document's Markdown: its pages' Markdown, each stripped, joined by PAGE_SEPARATOR."""
+    return PAGE_SEPARATOR.join(p.strip() for p in pages) + "\n"
+
+
 def write_page(out: Path, doc: Document, page, result) -> None:
     md, js = page_paths(out, doc, page.number)
-    record = {"source": printable(doc.path), "page": page.number, **result.to_dict()}
-    record["warnings"] = [*page.warnings, *record["warnings"]]
-    write_atomic(js, json.dumps(record, ensure_ascii=False, indent=1))
+    write_atomic(js, json.dumps(page_record(printable(doc.path), page, result), ensure_ascii=False, indent=1))
     write_atomic(md, result.markdown)
 
 
 def write_document(out: Path, plan_: Plan) -> None:
-    pages = [page_paths(out, plan_.doc, n)[0].read_text(encoding="utf-8") for n in plan_.pages]
-    write_atomic(out / f"{plan_.doc.name}.md", PAGE_SEPARATOR.join(p.strip() for p in pages) + "\n")
+    pages = (page_paths(out, plan_.doc, n)[0].read_text(encoding="utf-8") for n in plan_.pages)
+    write_atomic(out / f"{plan_.doc.name}.md", document_markdown(pages))
 
 
 # ---- parsing ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def client(app_server):
 
 def parse(client, path, **options):
     o = {"use_mtp": True, "num_speculative_tokens": 6, "batch_children": False, "max_new_tokens": 60, **options}
-    out = client.predict(handle_file(str(path)), 1, 90, "", *app_options(**o), api_name="/parse")
+    out = client.predict(handle_file(str(path)), 1, 90, "", "", *app_options(**o), api_name="/parse")
     return dict(zip(ParsePanel._fields, out))
 
 
@@ -64,7 +64,7 @@ def test_parse_endpoint_reports_bad_files_and_options_clearly(client, tmp_path):
 
 
 def test_compare_endpoint_checks_exact_match(client):
-    out = client.predict(handle_file(str(PNG)), 1, 90, "", "children serial vs batched",
+    out = client.predict(handle_file(str(PNG)), 1, 90, "", "", "children serial vs batched",
                          *app_options(use_mtp=True, batch_children=False, max_new_tokens=40), api_name="/compare")
     summary = out[-2]
     assert 'data-match="exact"' in summary and "Speedup B over A" in summary

@@ -97,7 +97,7 @@ def test_tokens_per_second_history_is_sampled_over_decoding(replays):
 
 
 def test_cancel_stops_a_long_parse_within_a_round_and_frees_the_engine(app_engine):
-    job = ParseJob(app_engine, PAGE, ParseOptions(use_mtp=False, max_new_tokens=8000))
+    job = ParseJob(app_engine, [PAGE], ParseOptions(use_mtp=False, max_new_tokens=8000))
     while len(job.view.branches) < 3:
         assert job.running
         time.sleep(0.01)
@@ -113,7 +113,7 @@ def test_cancel_stops_a_long_parse_within_a_round_and_frees_the_engine(app_engin
 
 
 def test_frames_are_throttled_and_end_with_the_job(app_engine):
-    job = ParseJob(app_engine, PAGE, ParseOptions(max_new_tokens=120))
+    job = ParseJob(app_engine, [PAGE], ParseOptions(max_new_tokens=120))
     started = time.monotonic()
     frames = sum(1 for _ in job.frames(interval=0.2))
     duration = time.monotonic() - started
@@ -122,7 +122,7 @@ def test_frames_are_throttled_and_end_with_the_job(app_engine):
 
 
 def test_decoding_errors_are_kept_for_the_ui_thread(app_engine):
-    job = ParseJob(app_engine, "not an image", ParseOptions())
+    job = ParseJob(app_engine, ["not an image"], ParseOptions())
     job.done.wait(10)
     assert isinstance(job.error, TypeError)
     assert list(job.frames()) == []

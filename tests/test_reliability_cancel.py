@@ -82,7 +82,7 @@ def test_a_cancel_before_decoding_starts_returns_an_empty_cancelled_page(bundled
 
 
 def test_stop_of_an_app_job_ends_it_within_a_round_and_frees_the_engine(bundled, page):
-    job = ParseJob(bundled, page, ParseOptions())
+    job = ParseJob(bundled, [page], ParseOptions())
     deadline = time.monotonic() + CONDITION_SECONDS
     while job.view.tokens < 20:
         assert job.running and time.monotonic() < deadline, job.error
@@ -99,7 +99,7 @@ def test_stop_of_an_app_job_ends_it_within_a_round_and_frees_the_engine(bundled,
 def test_stop_through_the_app_api_ends_the_parse_and_the_next_parse_works(endless_server):
     client = Client(endless_server, verbose=False)
     png = str(Path(__file__).resolve().parent.parent / "assets" / "examples" / "synth-report.png")
-    args = (handle_file(png), 1, 90, "")
+    args = (handle_file(png), 1, 90, "", "")
     job = client.submit(*args, *app_options(use_mtp=False, max_new_tokens=8000), api_name="/parse")  # until Stop
     deadline = time.monotonic() + CONDITION_SECONDS
     while job.status().code.name != "ITERATING":  # decoding, the live view is streaming

@@ -268,14 +268,14 @@ def client(app_server):
 
 
 def app_parse(client, path, number=1, password="", new=8) -> dict:
-    out = client.predict(handle_file(str(path)), number, 90, password, *app_options(max_new_tokens=new),
+    out = client.predict(handle_file(str(path)), number, 90, password, "", *app_options(max_new_tokens=new),
                          api_name="/parse")
     return dict(zip(ParsePanel._fields, out))
 
 
 def app_open(client, path, password="", api_name="/open_document") -> tuple[dict, str]:
     """(password box update, status text) of opening `path`."""
-    _, password_box, _, _, status = client.predict(handle_file(str(path)), 90, password, api_name=api_name)
+    _, password_box, _, _, _, status = client.predict(handle_file(str(path)), 90, password, api_name=api_name)
     return password_box, html.unescape(status)
 
 

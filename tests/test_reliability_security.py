@@ -16,10 +16,12 @@ from gradio.route_utils import delete_files_created_by_app
 from gradio_client import Client, handle_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
 import app.ui as ui
 from app.downloads import write_downloads
 from app.ui import ParsePanel, build_demo
+from hpd_core.documents import Page
 from hpd_core.grammar import Block
 from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
@@ -112,7 +114,7 @@ def test_the_app_api_cannot_read_server_files(app_server):
 def test_download_files_stay_in_their_folder_with_safe_names(tmp_path_factory, name, page):
     folder = tmp_path_factory.mktemp("downloads")
     result = ParseResult("", [Block("text", None, "x")], to_markdown([Block("text", None, "x")]), Stats(), (10, 10))
-    for path in write_downloads(folder, name, page, result):
+    for path in write_downloads(folder, name, [Page(Image.new("RGB", (10, 10)), page, "x", None)], [result]):
         assert path.parent.parent == folder and path.is_file()
         assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*-p\d+\.(md|json)", path.name), path.name
 
@@ -136,7 +138,7 @@ def files(folder: Path) -> list[Path]:
 def parse_in_new_session(url: str, upload: Path) -> str:
     client = Client(url, verbose=False)  # each Client is one Gradio session
     out = dict(zip(ParsePanel._fields, client.predict(
-        handle_file(str(upload)), 1, 90, "", *app_options(max_new_tokens=10), api_name="/parse")))
+        handle_file(str(upload)), 1, 90, "", "", *app_options(max_new_tokens=10), api_name="/parse")))
     client.close()
     return out["status"]
 

@@ -47,7 +47,7 @@ def test_app_with_server_parses_and_says_which_backend(server, expected):
     assert remote.info.remote and remote.info.extensions
     with serve(build_demo(remote)) as url:
         client = Client(url, verbose=False)
-        out = client.predict(handle_file(str(PNG)), 1, 90, "", *app_options(batch_children=True, max_new_tokens=60),
+        out = client.predict(handle_file(str(PNG)), 1, 90, "", "", *app_options(batch_children=True, max_new_tokens=60),
                              api_name="/parse")
         assert dict(zip(ParsePanel._fields, out))["json"]["text"] == expected.text
         assert "remote server" in info_markdown(remote.info)
