@@ -153,24 +153,23 @@ class KVCache:
         return Layout(slots.flatten(), positions, rest_blocks, rest_positions,
                       *self._groups(rows, groups, device))
 
-    def _groups(self, rows: list[int], groups: dict[tuple[int, int], list[int]], device):
-        members = list(groups.values())
-        if not members:
+    def _groups(self, rows: list[int], groups: dict[tuple[int, int], list[int]], device) -> tuple:
+        """prefix_blocks, prefix_valid, group_rows, row_group, row_slot of `Layout`."""
+        row_group, row_slot = [-1] * len(rows), [0] * len(rows)
+        for g, members in enumerate(groups.values()):
+            for slot, i in enumerate(members):
+                row_group[i], row_slot[i] = g, slot
+        row_group, row_slot = torch.tensor(row_group, device=device), torch.tensor(row_slot, device=device)
+        if not groups:
             empty = torch.zeros((0, 0), dtype=torch.long, device=device)
-            return empty, empty.bool(), empty, torch.full((len(rows),), -1, device=device), \
-                torch.zeros(len(rows), dtype=torch.long, device=device)
-        prefix = [torch.tensor(self.tables[rows[m[0]]][:start], device=device) for (_, start), m in groups.items()]
-        prefix_blocks = torch.nn.utils.rnn.pad_sequence(prefix, batch_first=True)
+            return empty, empty.bool(), empty, row_group, row_slot
+        pad = torch.nn.utils.rnn.pad_sequence
+        prefix_blocks = pad([torch.tensor(self.tables[rows[m[0]]][:start], device=device)
+                             for (_, start), m in groups.items()], batch_first=True)
         sizes = torch.tensor([start for _, start in groups], device=device) * self.block_size
         prefix_valid = torch.arange(prefix_blocks.shape[1] * self.block_size, device=device) < sizes[:, None]
-        group_rows = torch.nn.utils.rnn.pad_sequence([torch.tensor(m, device=device) for m in members],
-                                                     batch_first=True)
-        row_group, row_slot = [-1] * len(rows), [0] * len(rows)
-        for g, m in enumerate(members):
-            for slot, i in enumerate(m):
-                row_group[i], row_slot[i] = g, slot
-        return (prefix_blocks, prefix_valid, group_rows, torch.tensor(row_group, device=device),
-                torch.tensor(row_slot, device=device))
+        group_rows = pad([torch.tensor(m, device=device) for m in groups.values()], batch_first=True)
+        return prefix_blocks, prefix_valid, group_rows, row_group, row_slot
 
     @torch.inference_mode()
     def write(self, layer: int, layout: Layout, k: torch.Tensor, v: torch.Tensor) -> None:
