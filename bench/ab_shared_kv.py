@@ -47,7 +47,7 @@ def old_package(commit: str, folder: Path):
 
 
 def dense_pages(n: int, seed: int = 10_000_000) -> list:
-    from hpd_core.synth import SynthConfig, render_page  # pymupdf: only for synthetic pages
+    from hpd_training.synth import SynthConfig, render_page  # pymupdf: only for synthetic pages
 
     config = SynthConfig.dense(font_size_range=(20, 26))  # the training's dense type sizes, as NOTES.md
     return [render_page(seed + i, config).image for i in range(n)]
