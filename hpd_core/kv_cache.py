@@ -138,12 +138,11 @@ class KVCache:
             assert first <= self.lengths[row] and first >= self.shared[row] * bs, (row, first)
             self._reserve(row, end)
             assert all(self.refs[b] == 1 for b in self.tables[row][first // bs:]), "write to a shared block"
-        tables = [torch.tensor(self.tables[r], device=device) for r in rows]
+        tables = [self.tables[r] for r in rows]
         index = torch.arange(len(rows), device=device)[:, None]
-        table_pad = torch.nn.utils.rnn.pad_sequence(tables, batch_first=True)
-        slots = table_pad[index, positions // bs] * bs + positions % bs
+        slots = padded(tables, device)[index, positions // bs] * bs + positions % bs
         starts = [self.shared[r] for r in rows]
-        rest_blocks = torch.nn.utils.rnn.pad_sequence([t[s:] for t, s in zip(tables, starts)], batch_first=True)
+        rest_blocks = padded([t[s:] for t, s in zip(tables, starts)], device)
         rest_positions = (torch.tensor(starts, device=device)[:, None] * bs
                           + torch.arange(rest_blocks.shape[1] * bs, device=device))
         groups: dict[tuple[int, int], list[int]] = {}
@@ -163,12 +162,10 @@ class KVCache:
         if not groups:
             empty = torch.zeros((0, 0), dtype=torch.long, device=device)
             return empty, empty.bool(), empty, row_group, row_slot
-        pad = torch.nn.utils.rnn.pad_sequence
-        prefix_blocks = pad([torch.tensor(self.tables[rows[m[0]]][:start], device=device)
-                             for (_, start), m in groups.items()], batch_first=True)
+        prefix_blocks = padded([self.tables[rows[m[0]]][:start] for (_, start), m in groups.items()], device)
         sizes = torch.tensor([start for _, start in groups], device=device) * self.block_size
         prefix_valid = torch.arange(prefix_blocks.shape[1] * self.block_size, device=device) < sizes[:, None]
-        group_rows = pad([torch.tensor(m, device=device) for m in groups.values()], batch_first=True)
+        group_rows = padded(list(groups.values()), device)
         return prefix_blocks, prefix_valid, group_rows, row_group, row_slot
 
     @torch.inference_mode()
@@ -215,3 +212,10 @@ class KVCache:
             setattr(self, name, new)
         self.refs += [0] * (blocks - old)
         self.free_blocks = list(range(blocks - 1, old - 1, -1)) + self.free_blocks
+
+
+def padded(lists: list[list[int]], device) -> torch.Tensor:
+    """[len(lists), longest] int64, padded with 0 (block 0: padding is masked or discarded); one
+    host-to-device copy however many rows."""
+    width = max(map(len, lists))
+    return torch.tensor([x + [0] * (width - len(x)) for x in lists], dtype=torch.long, device=device)
