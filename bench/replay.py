@@ -117,10 +117,22 @@ def forced_round(lm, cache: KVCache, branches: list[Replayed], hidden: torch.Ten
     return h[torch.arange(len(branches), device=device), torch.tensor(kept, device=device)]
 
 
+def pool_blocks(engine, positions: int, block_size: int = 16) -> int:
+    """Blocks for `positions`; on CUDA at most 90% of the free memory, allocated once: growing a
+    pool by doubling needs 3x its size for a moment. A replay that needs more fails loudly."""
+    blocks = positions // block_size + 64
+    if engine.device.type == "cuda":
+        llm = engine.config.llm_config
+        block_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * block_size * \
+            torch.finfo(engine.dtype).bits // 8
+        blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.9) // block_bytes)
+    return blocks
+
+
 def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: int) -> Measurement:
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, blocks=pages * (trace.prompt + trace.tokens) // 16 + 64)
+                    device=engine.device, blocks=pool_blocks(engine, pages * (trace.prompt + trace.tokens)))
     sync()
     start = time.perf_counter()
     live, hidden = [], []
