@@ -1,6 +1,6 @@
 """What the bench scripts share: a free loopback port, waiting for a server process, sampling its
-memory, the model to serve (--model, or a tiny random checkpoint with --tiny), and a CUDA sync
-for timing."""
+memory, the model to serve (--model, or a tiny random checkpoint with --tiny), a CUDA sync
+for timing, and a page row with children forked from it for decode-step timing."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import httpx
 import psutil
 import torch
 
+from hpd_core.kv_cache import KVCache
+
 HOST = "127.0.0.1"  # the scripts only ever talk to loopback
 
 
@@ -28,6 +30,39 @@ def sync() -> None:
     """Wait for queued GPU work, so that a wall-clock reading includes it (no-op without CUDA)."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+@torch.inference_mode()
+def forked_rows(lm, cache: KVCache, context: int, children: int, own: int = 0, seed: int = 0) -> list[int]:
+    """`children` rows forked from a page row of `context` random prompt positions (marked as the
+    shared prefix, as the engine does; the page row is freed), each then `own` random positions of
+    its own. All rows end at context + own."""
+    device = cache.k.device
+    gen = torch.Generator().manual_seed(seed)
+    vocab = lm.config.vocab_size
+    root = cache.alloc()
+    prompt = torch.randint(0, vocab, (1, context), generator=gen).to(device)
+    lm.model(lm.embed(prompt), torch.arange(context, device=device)[None], cache, [root])
+    cache.crop(root, context)
+    cache.share(root)
+    rows = [cache.fork(root, context) for _ in range(children)]
+    cache.free(root)
+    if own:
+        suffix = torch.randint(0, vocab, (children, own), generator=gen).to(device)
+        positions = context + torch.arange(own, device=device)[None].expand(children, -1)
+        lm.model(lm.embed(suffix), positions, cache, rows)
+        for r in rows:
+            cache.crop(r, context + own)
+    return rows
+
+
+def step_reads(cache: KVCache, rows: list[int]) -> int:
+    """Key positions per layer that one decode step over `rows` reads (`Layout.keys_read`)."""
+    lengths = [cache.lengths[r] for r in rows]
+    keys = cache.layout(rows, torch.tensor(lengths, device=cache.k.device)[:, None]).keys_read
+    for r, n in zip(rows, lengths):
+        cache.crop(r, n)  # the blocks the layout reserved for the step
+    return keys
 
 
 def wait_ready(process: subprocess.Popen, health_url: str, name: str, seconds: float = 300) -> None:

@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from bench.common import sync
+from bench.common import forked_rows, step_reads, sync
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
 from hpd_core.checkpoint import write_tensors
 from hpd_core.config import HPDConfig
@@ -107,19 +107,15 @@ def seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int], float]:
-    """{(batch, k): seconds of one `step`} on rows holding `context` prompt positions."""
+def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int], tuple[float, int]]:
+    """{(batch, k): (seconds of one `step`, key positions it reads per layer)} on rows forked from
+    a page row of `context` prompt positions (its shared prefix, read once per step)."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, rows=max(batches), capacity=context + 256)
-    row = cache.alloc()
-    ids = torch.randint(0, FIRST_ADDED, (1, context), device=engine.device)
-    with torch.inference_mode():
-        h = lm.model(lm.embed(ids), torch.arange(context, device=engine.device)[None], cache,
-                     torch.tensor([row], device=engine.device))[0, -1]
-        pending = int(lm.logits(h).argmax())
-    cache.lengths[row] = context
-    rows = [row] + [cache.fork(row, context) for _ in range(max(batches) - 1)]
+                    device=engine.device, blocks=context // 16 + 2 * max(batches) + 2)
+    rows = forked_rows(lm, cache, context, max(batches))
+    h = torch.zeros(llm.hidden_size, dtype=engine.dtype, device=engine.device)
+    pending = 5
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)
@@ -127,8 +123,8 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
             def one_step():
                 step(lm, cache, rows[:batch], [pending] * batch, hidden, k)
                 for r in rows[:batch]:
-                    cache.lengths[r] = context  # every timed step sees the same context
-            out[batch, k] = seconds(one_step, repeats)
+                    cache.crop(r, context)  # every timed step sees the same context
+            out[batch, k] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
     return out
 
 
@@ -167,12 +163,12 @@ def main() -> None:
     weight_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.language_model.named_parameters()
                        if "embed_tokens" not in n and not n.startswith("mtp."))  # read by every forward
     llm = engine.config.llm_config
-    kv_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * started.prompt_tokens * \
-        torch.finfo(engine.dtype).bits // 8  # one row's K and V at the prompt's length
-    for (batch, k), sec in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
+    token_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * \
+        torch.finfo(engine.dtype).bits // 8  # K and V of one position, all layers
+    for (batch, k), (sec, keys) in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
         floor = ""
         if args.bandwidth:
-            kv = batch * kv_bytes
+            kv = keys * token_bytes
             floor = (f"  floor {(weight_bytes + kv) / args.bandwidth / 1e6:6.2f} ms "
                      f"(weights {weight_bytes / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
         print(f"step batch {batch:2d} k={k}    {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")

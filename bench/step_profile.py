@@ -3,7 +3,8 @@
     python -m bench.step_profile [--device cuda] [--batches 1,16,64,256] [--context 2000]
     python -m bench.step_profile [--device cuda] --engine PAGE.png --batches 64 [--tokens 100]
 
-Times `speculative.step` (greedy, k=0) on rows holding `context` positions, then prints the
+Times `speculative.step` (greedy, k=0) on rows forked from one page row of `context` prompt
+positions (its shared prefix, as in the engine), then prints the
 top operators of three steps by device time (CUDA) or CPU time: the evidence for what bounds
 a decode step (kernel launches, attention, matmuls) in bench/NOTES.md. With `--engine`, the
 whole engine instead: `parse_batch` of that page repeated, plain AR, under cProfile (host
@@ -20,7 +21,7 @@ import time
 import torch
 from PIL import Image
 
-from bench.common import sync
+from bench.common import forked_rows, sync
 from hpd_core import ParseOptions, load_engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.speculative import step
@@ -40,14 +41,14 @@ def main() -> None:
     lm, llm = engine.model.lm, engine.config.llm_config
     for batch in (int(b) for b in args.batches.split(",")):
         cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                        device=engine.device, rows=batch, capacity=args.context + 256)
-        rows = [cache.alloc() for _ in range(batch)]
+                        device=engine.device, blocks=args.context // 16 + 2 * batch + 2)
+        rows = forked_rows(lm, cache, args.context, batch)
         hidden = torch.zeros(batch, llm.hidden_size, dtype=engine.dtype, device=engine.device)
 
         def one_step():
             step(lm, cache, rows, [5] * batch, hidden, 0)
             for r in rows:
-                cache.lengths[r] = args.context
+                cache.crop(r, args.context)
 
         with torch.inference_mode():
             one_step()

@@ -3,10 +3,12 @@
 Decoding modes (all greedy):
 - `plain` prompt: one trajectory per page (the AR baseline).
 - `fork` prompt, serial (`batch_children=False`): when the layout branch emits `<FORK>` at
-  position p, the child is decoded in the same KV row from p, the row is cropped back and the
-  layout branch's own later positions restored; no copies of the prefix.
+  position p, the child is decoded to its end at once, then the layout branch goes on.
 - `fork` prompt, batched (`batch_children=True`): rounds; each round is one forward over up to
-  `max_active_branches` branches; a child gets a copy of its parent's prefix [0, p).
+  `max_active_branches` branches.
+- Either way a child's KV row references its parent's prefix [0, p) (`KVCache.fork`: shared
+  blocks, no copy but a partly filled last block), and the page's prompt is attended once per
+  round for all the page's branches (its shared prefix).
 - P-MTP drafts (`use_mtp`) in every mode; per-row lengths diverge after verification.
 
 The output never depends on the mode, the batch or `max_active_branches`: a child sees only
@@ -137,7 +139,7 @@ class Engine:
     def _new_cache(self) -> KVCache:
         llm = self.config.llm_config
         return KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim,
-                       dtype=self.dtype, device=self.device, capacity=1024)
+                       dtype=self.dtype, device=self.device, block_size=16, blocks=64)
 
     @torch.inference_mode()
     def prompt(self, image: Image.Image, prompt: str = "fork") -> tuple[list[int], torch.Tensor, int]:
@@ -157,8 +159,9 @@ class Engine:
         vision_done = time.perf_counter()
         row = cache.alloc()
         positions = torch.arange(len(ids), device=self.device)[None]
-        h = self.model.lm.model(embeds[None], positions, cache, torch.tensor([row], device=self.device))[0, -1]
-        cache.lengths[row] = len(ids)
+        h = self.model.lm.model(embeds[None], positions, cache, [row])[0, -1]
+        cache.crop(row, len(ids))
+        cache.share(row)  # the prompt: attended once per round for all the page's branches
         parent = Branch(page=index, id=0, row=row, pending=int(self.model.lm.logits(h).argmax()), hidden=h,
                         budget=options.max_new_tokens, can_fork=options.prompt == "fork",
                         stream=self.tokenizer.stream())
@@ -173,18 +176,17 @@ class Engine:
     @torch.inference_mode()
     def _start_children(self, requests: list[tuple[PageRun, int, int]], cache: KVCache,
                         options: ParseOptions) -> list[Branch]:
-        """Children for (run, row, p): `<CHILD>` fed at p in `row`, which holds the parent's
+        """Children for (run, row, p): `<CHILD>` fed at p in `row`, forked from the parent's
         prefix [0, p); all in one forward."""
         ids = torch.full((len(requests), 1), self.special.child, device=self.device)
         positions = torch.tensor([[p] for _, _, p in requests], device=self.device)
-        rows = torch.tensor([row for _, row, _ in requests], device=self.device)
-        h = self.model.lm.model(self.model.lm.embed(ids), positions, cache, rows)[:, 0]
+        h = self.model.lm.model(self.model.lm.embed(ids), positions, cache, [row for _, row, _ in requests])[:, 0]
         pending = self.model.lm.logits(h).argmax(-1).tolist()
         for run in {id(r): r for r, _, _ in requests}.values():
             run.counts = run.counts.after_forks([p for r, _, p in requests if r is run])
         children = []
         for (run, row, p), token, hidden in zip(requests, pending, h):
-            cache.lengths[row] = p + 1
+            cache.crop(row, p + 1)
             budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
             child = Branch(page=run.index, id=len(run.branches), row=row, pending=token, hidden=hidden,
                            budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
@@ -230,7 +232,7 @@ class Engine:
 
     def _decode_serial(self, run: PageRun, cache: KVCache, options: ParseOptions,
                        cancel: threading.Event | None) -> Iterator[Event]:
-        """Layout branch; each child decoded in place in the parent's row as soon as it forks."""
+        """Layout branch; each child decoded to its end as soon as it forks."""
         parent = run.branches[0]
         runs = {run.index: run}
         while not parent.finished:
@@ -239,9 +241,7 @@ class Engine:
                 break
             forks = yield from self._advance(runs, [parent], cache, options)
             for _, row, p in forks:
-                end = cache.lengths[row]
-                saved = cache.stash(row, p, end)
-                [child] = self._start_children([(run, row, p)], cache, options)
+                [child] = self._start_children([(run, cache.fork(row, p), p)], cache, options)
                 yield self._forked(run, child)
                 while not child.finished:
                     if cancelled(cancel):
@@ -249,8 +249,7 @@ class Engine:
                         break
                     yield from self._advance(runs, [child], cache, options)
                 yield self._finish_branch(run, child)
-                cache.restore(row, p, saved)
-                cache.lengths[row] = end
+                cache.free(child.row)
         yield self._finish_branch(run, parent)
         cache.free(parent.row)
         yield PageFinished(run.index, self._result(run))

@@ -53,15 +53,15 @@ def accepted_lengths(drafts: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
 @torch.inference_mode()
 def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
          hidden: torch.Tensor, k: int, min_confidence: float = 0.0) -> StepOutput:
-    """Feed each row's pending token (and k drafts) at its cache length; advance the lengths."""
+    """Feed each row's pending token (and k drafts) at its cache length; crop each row to
+    s + 1 + m (its rejected drafts' keys are dropped and their blocks freed)."""
     device = hidden.device
     x0 = torch.tensor(pending, device=device)
     ids = torch.cat([x0[:, None], draft(lm, hidden, x0, k, min_confidence)], 1) if k else x0[:, None]
     k = ids.shape[1] - 1  # [B, 1+k]
-    row_t = torch.tensor(rows, device=device)
     starts = torch.tensor([cache.lengths[r] for r in rows], device=device)
     positions = starts[:, None] + torch.arange(k + 1, device=device)
-    h = lm.model(lm.embed(ids), positions, cache, row_t)                  # [B, 1+k, H]
+    h = lm.model(lm.embed(ids), positions, cache, rows)                   # [B, 1+k, H]
     targets = lm.logits(h).argmax(-1)                                     # [B, 1+k]
     m = accepted_lengths(ids[:, 1:], targets[:, :-1]) if k else torch.zeros_like(x0)
     batch = torch.arange(len(rows), device=device)
@@ -69,6 +69,6 @@ def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
     new_pending = targets[batch, m]
     ids_l, m_l, starts_l = ids.tolist(), m.tolist(), starts.tolist()
     for r, start, mi in zip(rows, starts_l, m_l):
-        cache.lengths[r] = start + 1 + mi
+        cache.crop(r, start + 1 + mi)
     return StepOutput(starts_l, k, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
                       new_pending.tolist(), new_hidden)

@@ -178,17 +178,20 @@ def test_kv_cache_decoding_matches_the_full_forward():
     with torch.inference_mode():
         full = lm.logits(lm.model(lm.embed(ids), torch.arange(30)[None].expand(2, -1)))
         cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=torch.float32,
-                        rows=4, capacity=8)  # small capacity: the cache must grow while decoding
+                        block_size=4, blocks=2)  # a small pool: the cache must grow while decoding
         rows = [cache.alloc(), cache.alloc()]
         for row, seq, n in zip(rows, ids, (5, 9)):
-            h = lm.model(lm.embed(seq[:n])[None], torch.arange(n)[None], cache, torch.tensor([row]))
+            h = lm.model(lm.embed(seq[:n])[None], torch.arange(n)[None], cache, [row])
+            cache.crop(row, n)
             assert rel_err(lm.logits(h)[0], full[row, :n]) <= 1e-5
         starts = torch.tensor([5, 9])
         while int(starts.max()) + 3 <= 30:
             positions = starts[:, None] + torch.arange(3)
-            got = lm.logits(lm.model(lm.embed(ids.gather(1, positions)), positions, cache, torch.tensor(rows)))
+            got = lm.logits(lm.model(lm.embed(ids.gather(1, positions)), positions, cache, rows))
             assert rel_err(got, full.gather(1, positions[..., None].expand(-1, -1, VOCAB))) <= 1e-5
             starts += 3
+            for row, start in zip(rows, starts.tolist()):
+                cache.crop(row, start)
 
 
 # ---- vision vs transformers' InternVL ------------------------------------------------------

@@ -11,6 +11,7 @@ from PIL import Image
 
 from hpd_core import ParseOptions, load_engine
 from hpd_core import reference
+from hpd_core.kv_cache import KVCache
 from tests.tiny import write_checkpoint
 
 SEEDS = range(50)
@@ -106,3 +107,74 @@ def test_pages_decoded_together_match_pages_decoded_alone(engines, baselines):
     together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True, max_new_tokens=BUDGET))
     assert [tokens(r) for r in together] == [tokens(r) for r in alone]
 
+
+
+class RecordingCache(KVCache):
+    """The engine's cache, recording each fork's block tables and the peak memory."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.forks, self.peak_blocks, self.peak_dense = [], 0, 0
+        self.handed_out: set[int] = set()
+        self.reused = 0  # blocks handed out again after being freed
+
+    def fork(self, src, length):
+        row = super().fork(src, length)
+        self.forks.append((length, list(self.tables[src]), list(self.tables[row])))
+        return row
+
+    def layout(self, rows, positions):
+        layout = super().layout(rows, positions)
+        live = [t for t in self.tables if t]
+        assert self.blocks_in_use == len({b for t in live for b in t})  # no leaked block
+        self.peak_blocks = max(self.peak_blocks, self.blocks_in_use)
+        self.peak_dense = max(self.peak_dense, len(live) * max(map(len, live)))  # rows x longest row
+        return layout
+
+    def _new_block(self):
+        block = super()._new_block()
+        self.reused += block in self.handed_out
+        self.handed_out.add(block)
+        return block
+
+
+def recording(engine, block_size: int) -> RecordingCache:
+    llm = engine.config.llm_config
+    return RecordingCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
+                          block_size=block_size, blocks=4)
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_a_fork_shares_its_parents_blocks_and_memory_follows_written_tokens(engines, baselines, monkeypatch,
+                                                                           block_size):
+    for seed in list(SEEDS)[:12]:
+        engine, caches = engines[seed], []
+        monkeypatch.setattr(engine, "_new_cache", lambda: caches.append(recording(engine, block_size)) or caches[-1])
+        options = ParseOptions(use_mtp=True, num_speculative_tokens=3, batch_children=True, max_new_tokens=BUDGET)
+        result = engine.parse(page(seed), options)
+        assert tokens(result) == tokens(baselines[seed]), seed
+        [cache] = caches
+        assert len(cache.forks) == len(result.branches) - 1
+        for length, parent, child in cache.forks:
+            full = length // block_size
+            assert child[:full] == parent[:full]                   # the parent's physical blocks ...
+            assert len(child) == -(-length // block_size)          # ... and at most one copied block
+        assert cache.peak_blocks * 2 < cache.peak_dense            # not rows x longest row
+        written = result.stats.prompt_tokens + result.stats.generated_tokens
+        per_row = 2 + -(-3 // block_size)  # a copied block, a partly filled last block, the drafts' blocks
+        assert cache.peak_blocks <= -(-written // block_size) + per_row * len(result.branches)
+        assert cache.blocks_in_use == 0 and set(cache.refs) == {0}  # every block freed at the end
+        assert cache.reused > 0                                    # ... and freed blocks were reused
+
+
+def test_plain_and_fork_prompts_equal_the_naive_reference_in_every_mode(engines):
+    for seed in list(SEEDS)[:10]:
+        engine = engines[seed]
+        lm = engine.model.lm
+        for prompt in ("plain", "fork"):
+            _, embeds, _ = engine.prompt(page(seed), prompt)
+            parent = tuple(reference.greedy(lm, embeds, BUDGET, engine.special.stop))
+            for batch_children in (False, True):
+                options = ParseOptions(prompt=prompt, use_mtp=True, num_speculative_tokens=3,
+                                       batch_children=batch_children, max_new_tokens=BUDGET)
+                assert engine.parse(page(seed), options).branches[0].token_ids == parent, (seed, prompt)

@@ -1,4 +1,4 @@
-"""The Qwen3 decoder (docs/format.md §6) with a row-addressed KV cache.
+"""The Qwen3 decoder (docs/format.md §6) over a block-paged, prefix-sharing KV cache.
 
 Attribute names follow the checkpoint (`language_model.model.layers.N.self_attn.q_proj`, ...),
 so `state_dict()` keys are the real tensor names.
@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hpd_core.config import LLMConfig
-from hpd_core.kv_cache import KVCache
+from hpd_core.kv_cache import KVCache, Layout
 
 
 class RMSNorm(nn.Module):
@@ -69,17 +69,56 @@ class Attention(nn.Module):
         cos, sin = rope
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
 
-    def forward(self, x, rope, mask, kv: "KVAccess") -> torch.Tensor:
+    def forward(self, x, rope, mask, kv: "CachedLayer | None") -> torch.Tensor:
         b, q_len, _ = x.shape
         q, k, v = self.project(x, rope)
-        k, v = kv(k, v)  # [B, kv_heads, L, D]: the cache (with this step's keys written) or just them
+        if kv is not None:
+            return self.o_proj(kv.attend(q, k, v).transpose(1, 2).reshape(b, q_len, -1))
         if mask is not None and q.is_cuda and self.kv_heads != self.heads:
             # On CUDA only the flash and math kernels take GQA, and flash takes no mask: with a mask
-            # (tree-masked training, batched branches) k/v expanded to every head let the
-            # memory-efficient kernel run instead of math, which materialises [B, heads, q, L].
+            # (tree-masked training) k/v expanded to every head let the memory-efficient kernel run
+            # instead of math, which materialises [B, heads, q, L].
             k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != self.heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
+    """Softmax attention and its log-sum-exp: q [N, kv, n, D], k and v [N, kv, L, D], mask
+    (True = may attend) broadcast to [N, kv, n, L] -> out [N, kv, n, D], lse [N, kv, n]."""
+    scores = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(~mask, float("-inf"))
+    lse = scores.logsumexp(-1, keepdim=True)
+    return (scores - lse).exp() @ v, lse[..., 0]
+
+
+def paged_attention(q: torch.Tensor, cache: KVCache, layer: int, layout: Layout) -> torch.Tensor:
+    """Attention of q [B, heads, n, D] over each row's cached keys at positions <= its own.
+
+    Two parts merged by log-sum-exp: each row's rest (its blocks after its shared prefix, gathered
+    per row) and each group's shared prefix, gathered once and attended by the queries of all the
+    group's rows together, so the prefix is read once per step however many rows hold it. Every
+    prefix key precedes every query of its rows (`KVCache.layout` asserts it): no causal mask."""
+    b, heads, n, d = q.shape
+    kv = cache.k.shape[3]
+    gn = heads // kv * n
+    q = q.reshape(b, kv, gn, d)  # query head h uses kv head h // (heads / kv)
+    k, v = cache.gather(layer, layout.rest_blocks)
+    mask = layout.rest_positions[:, None, :] <= layout.positions[:, :, None]      # [B, n, S]
+    mask = mask[:, None, None].expand(-1, -1, heads // kv, -1, -1).reshape(b, 1, gn, -1)
+    out, lse = attend(q, k, v, mask)
+    groups, members = layout.group_rows.shape
+    if groups:
+        k, v = cache.gather(layer, layout.prefix_blocks)                          # [G, kv, P, D]
+        grouped = q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * gn, d)
+        shared, shared_lse = attend(grouped, k, v, layout.prefix_valid[:, None, None, :])
+        shared = shared.view(groups, kv, members, gn, d).transpose(1, 2)[layout.row_group.clamp(min=0), layout.row_slot]
+        shared_lse = shared_lse.view(groups, kv, members, gn).transpose(1, 2)[layout.row_group.clamp(min=0),
+                                                                              layout.row_slot]
+        shared_lse = shared_lse.masked_fill((layout.row_group < 0)[:, None, None], float("-inf"))
+        top = torch.maximum(lse, shared_lse)
+        w_rest, w_shared = (lse - top).exp()[..., None], (shared_lse - top).exp()[..., None]
+        out = (w_rest * out + w_shared * shared) / (w_rest + w_shared)
+    return out.view(b, heads, n, d)
 
 
 class MLP(nn.Module):
@@ -112,18 +151,15 @@ class DecoderLayer(nn.Module):
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
-class KVAccess:
-    """What one layer's attention reads: the cache rows (after writing this step) or the step alone."""
+class CachedLayer:
+    """What one layer's attention does with a cache: write this step's keys, attend over blocks."""
 
-    def __init__(self, cache: KVCache | None, layer: int, rows, selected, positions, length: int):
-        self.cache, self.layer, self.rows, self.selected = cache, layer, rows, selected
-        self.positions, self.length = positions, length
+    def __init__(self, cache: KVCache, layer: int, layout: Layout):
+        self.cache, self.layer, self.layout = cache, layer, layout
 
-    def __call__(self, k, v):
-        if self.cache is None:
-            return k, v
-        self.cache.write(self.layer, self.rows, self.positions, k, v)
-        return self.cache.read(self.layer, self.selected, self.length)
+    def attend(self, q, k, v) -> torch.Tensor:
+        self.cache.write(self.layer, self.layout, k, v)
+        return paged_attention(q, self.cache, self.layer, self.layout)
 
 
 class Decoder(nn.Module):
@@ -137,26 +173,22 @@ class Decoder(nn.Module):
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
-                rows: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+                rows: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Post-norm hidden states [B, q, H] for input embeddings [B, q, H] at positions [B, q].
 
         With a cache, each row's keys/values are written at its positions and attention reads
-        the row's positions [0, position]; without one, attention is causal by position within
-        the input, or follows `mask` [B, 1, q, q] (True = may attend; training's tree mask).
+        the row's positions [0, position] through its block table; without one, attention is
+        causal by position within the input, or follows `mask` [B, 1, q, q] (True = may attend;
+        training's tree mask).
         """
         rope = self.rotary(positions, embeds.dtype)
-        if cache is None:
-            keys = positions  # [B, L=q]
-        else:
-            cache.ensure(int(positions.max()) + 1)
-            keys = torch.arange(int(positions.max()) + 1, device=positions.device)[None]
-        if mask is None:
-            mask = (keys[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, L]
+        layout = None if cache is None else cache.layout(rows, positions)  # once per forward, not per layer
+        if cache is None and mask is None:
+            mask = (positions[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, q]
         h = embeds
-        selected = None if cache is None else cache.selector(rows)  # once per forward, not per layer
         with sdpa_kernel(ATTENTION_BACKENDS):
             for i, layer in enumerate(self.layers):
-                h = layer(h, rope, mask, KVAccess(cache, i, rows, selected, positions, keys.shape[-1]))
+                h = layer(h, rope, mask, None if cache is None else CachedLayer(cache, i, layout))
         return self.norm(h)
 
 
