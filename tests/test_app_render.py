@@ -122,19 +122,20 @@ def test_stats_show_live_rate_while_decoding_and_page_rate_when_finished():
     assert "tokens/s (page)" in stats_html(done) and "2.50 s" in stats_html(done)
 
 
-@pytest.mark.parametrize("name, page, stem", [
-    ("report.pdf", 1, "report-p1"),
-    ("../../etc/passwd", 2, "passwd-p2"),
-    ("..\\..\\win\\evil name.png", 3, "evil_name-p3"),
-    ("/tmp/gradio/abc/Annual Report (final).v2.PDF", 1, "Annual_Report_final_.v2-p1"),
-    (".hidden", 1, "hidden-p1"),
-    ("....", 1, "document-p1"),
-    ("", 4, "document-p4"),
-    (None, 1, "document-p1"),
-    ("x" * 300 + ".png", 1, "x" * 80 + "-p1"),
+@pytest.mark.parametrize("name, pages, stem", [
+    ("report.pdf", [1], "report-p1"),
+    ("../../etc/passwd", [2], "passwd-p2"),
+    ("..\\..\\win\\evil name.png", [3], "evil_name-p3"),
+    ("/tmp/gradio/abc/Annual Report (final).v2.PDF", [1], "Annual_Report_final_.v2-p1"),
+    (".hidden", [1], "hidden-p1"),
+    ("....", [1], "document-p1"),
+    ("", [4], "document-p4"),
+    (None, [1], "document-p1"),
+    ("x" * 300 + ".png", [1], "x" * 80 + "-p1"),
+    ("report.pdf", [2, 3, 4, 5], "report-p2-5"),  # a range of pages
 ])
-def test_download_names_are_safe(name, page, stem):
-    assert safe_stem(name, page) == stem
+def test_download_names_are_safe(name, pages, stem):
+    assert safe_stem(name, pages) == stem
 
 
 def _result(text: str, wall: float, forwards: int) -> ParseResult:
