@@ -30,14 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
+from app.ui import ParsePanel
 from bench.common import (HOST, RssSampler, add_model_arguments, app_option_values, free_port, model_of,
                           run_metadata, wait_ready)
 from hpd_training.synth import render_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLL_SECONDS = 0.05
-PARSE_FIELDS = ("status", "stats", "sparkline", "tree", "branches", "timeline", "page", "legend", "markdown",
-                "raw", "json", "download_md", "download_json")  # app.ui.ParsePanel, the /parse outputs
+PARSE_FIELDS = ParsePanel._fields  # the /parse outputs, in order
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def parse_once(client, page: Path, max_new_tokens: int, session: int, timeout: f
     """One /parse job, polling its status until it is done."""
     from gradio_client import handle_file
     started = time.perf_counter()
-    job = client.submit(handle_file(str(page)), 1, 90, "", *app_option_values(max_new_tokens=max_new_tokens),
+    job = client.submit(handle_file(str(page)), 1, 90, "", "", *app_option_values(max_new_tokens=max_new_tokens),
                         api_name="/parse")
     ranks, queued = [], None
     while not job.done() and time.perf_counter() - started < timeout:

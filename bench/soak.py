@@ -72,7 +72,7 @@ def soak_client(url: str, parses: int, max_new_tokens: int, files: list[Path], r
     for i in range(parses):
         started = time.perf_counter()
         try:
-            out = dict(zip(PARSE_FIELDS, client.predict(handle_file(str(files[i % len(files)])), 1, 90, "",
+            out = dict(zip(PARSE_FIELDS, client.predict(handle_file(str(files[i % len(files)])), 1, 90, "", "",
                                                         *app_option_values(max_new_tokens=max_new_tokens),
                                                         api_name="/parse")))
             assert out["json"]["stats"]["generated_tokens"] > 0

@@ -84,10 +84,12 @@ def test_models_are_loaded_only_from_the_command_line_entry_points():
 
 
 def test_the_app_api_takes_no_model_path(app_server):
-    """Every input of every endpoint is a document input, a decoding option or the compared mode."""
+    """Every input of every endpoint is a document input, a decoding option, the compared mode or the
+    finished page to show."""
     endpoints = Client(app_server, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
     labels = {p["label"] for e in endpoints.values() for p in e["parameters"]}
-    documents = {"Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", "Page", "Render DPI (PDF)", "PDF password", "Compare"}
+    documents = {"Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", "Page", "Render DPI (PDF)", "PDF password", "Pages to parse",
+                 "Finished pages", "Compare"}
     assert labels <= documents | {spec.name for spec in option_specs()}, labels
 
 
