@@ -7,21 +7,10 @@ import json
 import pymupdf
 
 from hpd_tools import evaluate
-from hpd_core.engine import EngineInfo
-from hpd_core.grammar import Block, format_assembled
-from hpd_core.result import ParseResult, Stats
+from hpd_core.grammar import Block
 from hpd_training.manifest import Manifest, PageRecord, write
 from hpd_training.realpage import real_page
-
-
-class Oracle:
-    info = EngineInfo("oracle", "", "cpu", "float32", 0, False)
-
-    def __init__(self, blocks):
-        self.blocks = blocks
-
-    def parse(self, image, options):
-        return ParseResult(format_assembled(self.blocks), self.blocks, "", Stats(), image.size)
+from tests.test_evaluate import Oracle
 
 
 def make_manifest(tmp_path) -> tuple:
