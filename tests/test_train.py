@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import json
@@ -20,7 +21,7 @@ from tokenizers import Tokenizer
 from hpd_core.checkpoint import MTP_PREFIX, load_model
 from hpd_core.loader import load_engine
 from hpd_training.train import data, distributed
-from hpd_training.train.__main__ import TILE_GRID, bundled_config
+from hpd_training.train.__main__ import TILE_GRID, bundled_config, lr_factor, parse_span
 from hpd_training.train.average import average_runs
 from hpd_training.train.data import GLYPH_CLASSES, glyph_targets
 from tests.tiny import write_checkpoint
@@ -242,3 +243,16 @@ def test_averaged_runs_hold_the_mean_of_every_tensor_including_the_draft_head(tm
         assert torch.equal(mean[key], ((a[key] + b[key]) / 2).to(torch.bfloat16).float()), key
     assert (tmp_path / "mean" / "hpd-tiny" / "tokenizer.json").read_bytes() == \
         (runs[0] / "hpd-tiny" / "tokenizer.json").read_bytes()
+
+
+def test_chained_lr_spans_follow_one_schedule_and_bad_spans_are_refused():
+    whole = [lr_factor(1000, t / 30) for t in range(31)]
+    thirds = [lr_factor(1000, t / 10, (k / 3, (k + 1) / 3)) for k in range(3) for t in range(11)]
+    chained = thirds[:11] + thirds[12:22] + thirds[23:]  # each later stage's start is the last one's end
+    assert chained == pytest.approx(whole)
+    assert whole[0] == 1.0 and whole[-1] == pytest.approx(0.1)
+    assert lr_factor(0, 0.0, (0.5, 1.0)) == pytest.approx(whole[15] / 50)  # a fresh optimizer warms up
+    assert parse_span("0.25:0.5") == (0.25, 0.5)
+    for bad in ("0.5:0.25", "0:1.5", "-0.1:0.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_span(bad)

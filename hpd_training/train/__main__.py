@@ -226,6 +226,22 @@ def replica_parameters(model: HPDModel, glyphs: torch.nn.Linear | None) -> list[
     return [*model.parameters(), *(glyphs.parameters() if glyphs is not None else ())]
 
 
+def lr_factor(step: int, done: float, span: tuple[float, float] = (0.0, 1.0)) -> float:
+    """The learning rate's factor at `step`, `done` (0-1) of the way through a stage that covers
+    `span` of one schedule: a 50-step warm-up (a stage starts a fresh optimizer), then a cosine
+    from 1 to 0.1 over the whole schedule, so runs chained with spans 0:0.33, 0.33:0.67, 0.67:1
+    decay once instead of once each."""
+    t = span[0] + (span[1] - span[0]) * min(1.0, done)
+    return min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def parse_span(text: str) -> tuple[float, float]:
+    start, end = (float(x) for x in text.split(":"))
+    if not 0.0 <= start < end <= 1.0:
+        raise argparse.ArgumentTypeError(f"--lr-span wants START:END with 0 <= START < END <= 1, got {text!r}")
+    return start, end
+
+
 def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int,
                 glyphs: torch.nn.Linear | None) -> None:
     mtp = name == "mtp"
@@ -250,9 +266,8 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         elapsed = distributed.max_over_ranks(time.perf_counter() - start, args.world, args.device)
         if elapsed > seconds or (args.max_steps and step >= args.max_steps):
             break
-        warm = min(1.0, (step + 1) / 50)
         for g in opt.param_groups:
-            g["lr"] = lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / seconds))))
+            g["lr"] = lr * lr_factor(step, elapsed / seconds, args.lr_span)
         batch = to_device(batch, args.device, tok.special.image_context)
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out = (mtp_losses(model, batch, args.mtp_k) if mtp
@@ -338,6 +353,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="DataLoader workers per rank (default: the CPU cores less 2, shared among the ranks)")
     ap.add_argument("--batch", type=int, default=0, help="override the stage batch size")
     ap.add_argument("--lr", type=float, default=0.0, help="override the stage learning rate")
+    ap.add_argument("--lr-span", type=parse_span, default=(0.0, 1.0), metavar="START:END",
+                    help="the part of one learning-rate schedule each stage covers, for runs chained over calls")
     ap.add_argument("--seed-run", type=int, default=0,
                     help="run number: shifts the training seeds (not --run, which torchrun takes for its --run-path)")
     ap.add_argument("--mtp-k", type=int, default=10)
