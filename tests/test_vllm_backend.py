@@ -6,15 +6,24 @@ Needs the `[vllm]` extra (scripts/test.sh installs it): these tests import vllm 
 import importlib.metadata
 import threading
 
+import httpx
 import pytest
 import torch
 from PIL import Image
+from playwright.sync_api import expect
 
 from hpd_core import BranchFinished, BranchForked, PageFinished, PageStarted, ParseOptions, TokensAppended
 from hpd_core import load_engine as load_hpd_engine
+from app.ui import build_demo
+from hpd_tools import cli
+from hpd_tools.server import create_app, replicas, serving
 from hpd_training.synth import SynthConfig, render_page
 from hpd_vllm import VLLMFolders
 from hpd_vllm import load_engine as load_vllm_engine
+from tests.conftest import serve
+from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, upload  # noqa: F401
+from tests.test_app_documents import downloaded, set_pages, three_page_pdf
+from tests.test_server import body, data_url
 
 BUDGET = 48  # tokens per branch: most children of these pages end sooner, the layout branch is cut
 MODES = {"plain": dict(prompt="plain"), "fork-serial": dict(prompt="fork"),
@@ -33,12 +42,17 @@ def ours():
 
 
 @pytest.fixture(scope="module")
-def theirs(tmp_path_factory):
+def vllm_cache(tmp_path_factory):
+    """$HPD_VLLM_CACHE for this module: the bundled model is converted once."""
     cache = tmp_path_factory.mktemp("hpd-vllm")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HPD_VLLM_CACHE", str(cache))
-        engine = load_vllm_engine(None, dtype=torch.float32)
-        yield engine
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def theirs(vllm_cache):
+    return load_vllm_engine(None, dtype=torch.float32)
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +199,60 @@ def test_the_hpd_vllm_plugin_registers_the_p_mtp_draft_architecture():
     plugin.load()()
     from vllm import ModelRegistry
     assert "EagleHPDParsingMTP" in ModelRegistry.get_supported_archs()
+
+
+# ---- the front doors on the vLLM backend. Last in this file: the CLI makes an `LLM` of its own, and
+# vLLM's counters (`metric`) are the newest `LLM`'s.
+
+FRONT_DOOR = ["--batch-children", "--max-new-tokens", "30", "-k", str(DRAFTS)]
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    return three_page_pdf(tmp_path_factory.mktemp("document"))
+
+
+def hpd_parse(pdf, out, *flags: str) -> str:
+    """hpd-parse's document Markdown of `pdf` on the bundled model with `flags`."""
+    assert cli.main([str(pdf), "-o", str(out), *flags]) == cli.EXIT_OK
+    return (out / f"{pdf.stem}.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def vllm_app(theirs):
+    with serve(build_demo(theirs)) as url:
+        yield url
+
+
+def test_the_app_on_the_vllm_backend_parses_a_document_into_hpd_parse_s_markdown(browser, vllm_app,  # noqa: F811
+                                                                                  document, tmp_path):
+    for page in open_app(browser, vllm_app):
+        expect(page.locator("#engine-info")).to_contain_text("on vLLM")
+        upload(page, document)
+        set_pages(page, "all")
+        set_value(page, "#max-new-tokens input", 30)
+        set_value(page, "#num-speculative-tokens input[type=number]", DRAFTS)
+        set_checked(page, "batch-children", True)
+        parse(page)
+        expect(page.locator("#status")).to_contain_text(f"Parsed 3 pages of {document.name}")
+        expect(page.locator("#tree tbody tr").nth(1)).to_be_attached()  # the last page's tree: it forked
+        got = downloaded(page, "#download-md")
+        assert got == hpd_parse(document, tmp_path, *FRONT_DOOR)  # the in-process engine's
+        assert got.count(cli.PAGE_SEPARATOR) == 2
+
+
+def test_hpd_serve_on_the_vllm_backend_answers_as_on_the_in_process_engine(ours, theirs, pages):
+    request = body(data_url(pages[1]), max_tokens=200, num_speculative_tokens=DRAFTS)
+    answers = []
+    for engine in (theirs, ours):
+        with serving(create_app(replicas(engine, 2))) as base:
+            reply = httpx.post(base + "/chat/completions", json=request, timeout=600)
+            assert reply.status_code == 200, reply.text
+            answers.append(reply.json()["choices"][0]["message"]["content"])
+    assert answers[0] == answers[1] and answers[0].strip()
+
+
+def test_hpd_parse_on_the_vllm_backend_writes_the_in_process_engines_markdown(vllm_cache, document, tmp_path):
+    got = hpd_parse(document, tmp_path / "vllm", "--backend", "vllm", *FRONT_DOOR)
+    assert got == hpd_parse(document, tmp_path / "hpd", *FRONT_DOOR)
+    assert got.count(cli.PAGE_SEPARATOR) == 2
