@@ -71,7 +71,24 @@ class PageRun:
         return time.perf_counter() - self.decode_started
 
 
-class Engine:
+class Decoding:
+    """`parse`, `parse_batch` and `stream` of an engine, from its `stream_batch(pages, options,
+    cancel)`: the in-process `Engine` and hpd_vllm's `VLLMEngine`."""
+
+    def parse(self, page, options: ParseOptions = ParseOptions(), cancel: threading.Event | None = None) -> ParseResult:
+        return self.parse_batch([page], options, cancel)[0]
+
+    def parse_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
+                    cancel: threading.Event | None = None) -> list[ParseResult]:
+        results = {e.page: e.result for e in self.stream_batch(pages, options, cancel) if isinstance(e, PageFinished)}
+        return [results[i] for i in range(len(pages))]
+
+    def stream(self, page, options: ParseOptions = ParseOptions(),
+               cancel: threading.Event | None = None) -> Iterator[Event]:
+        return self.stream_batch([page], options, cancel)
+
+
+class Engine(Decoding):
     def __init__(self, model: HPDModel, tokenizer: HPDTokenizer, *, name: str = "HPD", path: str = "",
                  vision_autocast: torch.dtype | None = None):
         """`vision_autocast`: run the vision tower and projector under autocast to this dtype (the
@@ -98,18 +115,6 @@ class Engine:
                           str(self.vision_autocast or "").removeprefix("torch."))
 
     # ---- public API -------------------------------------------------------------------------
-
-    def parse(self, page, options: ParseOptions = ParseOptions(), cancel: threading.Event | None = None) -> ParseResult:
-        return self.parse_batch([page], options, cancel)[0]
-
-    def parse_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
-                    cancel: threading.Event | None = None) -> list[ParseResult]:
-        results = {e.page: e.result for e in self.stream_batch(pages, options, cancel) if isinstance(e, PageFinished)}
-        return [results[i] for i in range(len(pages))]
-
-    def stream(self, page, options: ParseOptions = ParseOptions(),
-               cancel: threading.Event | None = None) -> Iterator[Event]:
-        return self.stream_batch([page], options, cancel)
 
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:

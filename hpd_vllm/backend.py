@@ -43,7 +43,7 @@ import torch
 
 from hpd_core.branch import Branch
 from hpd_core.documents import as_image
-from hpd_core.engine import Engine, EngineInfo, PageRun, cancelled
+from hpd_core.engine import Decoding, Engine, EngineInfo, PageRun, cancelled
 from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, TokensAppended
 from hpd_core.grammar import parse_blocks
 from hpd_core.options import ParseOptions
@@ -84,7 +84,7 @@ class Flight:
     waiting: list[Request] = field(default_factory=list)
 
 
-class VLLMEngine:
+class VLLMEngine(Decoding):
     def __init__(self, hpd: Engine, folders: VLLMFolders, *, llm_kwargs: dict | None = None):
         """`hpd`: the in-process engine whose preprocessing, vision tower and tokenizer make the
         prompts (its decoder layers are not used); `folders`: convert.py's output for its checkpoint."""
@@ -117,18 +117,6 @@ class VLLMEngine:
         return self.llms[drafts]
 
     # ---- public API (Engine's) --------------------------------------------------------------
-
-    def parse(self, page, options: ParseOptions = ParseOptions(), cancel: threading.Event | None = None) -> ParseResult:
-        return self.parse_batch([page], options, cancel)[0]
-
-    def parse_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
-                    cancel: threading.Event | None = None) -> list[ParseResult]:
-        results = {e.page: e.result for e in self.stream_batch(pages, options, cancel) if isinstance(e, PageFinished)}
-        return [results[i] for i in range(len(pages))]
-
-    def stream(self, page, options: ParseOptions = ParseOptions(),
-               cancel: threading.Event | None = None) -> Iterator[Event]:
-        return self.stream_batch([page], options, cancel)
 
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:
