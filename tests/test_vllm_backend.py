@@ -253,6 +253,7 @@ def test_hpd_serve_on_the_vllm_backend_answers_as_on_the_in_process_engine(ours,
 
 
 def test_hpd_parse_on_the_vllm_backend_writes_the_in_process_engines_markdown(vllm_cache, document, tmp_path):
-    got = hpd_parse(document, tmp_path / "vllm", "--backend", "vllm", *FRONT_DOOR)
-    assert got == hpd_parse(document, tmp_path / "hpd", *FRONT_DOOR)
-    assert got.count(cli.PAGE_SEPARATOR) == 2
+    flags = [*FRONT_DOOR, "--pages", "2-3"]  # the app's test above decodes all three
+    got = hpd_parse(document, tmp_path / "vllm", "--backend", "vllm", *flags)
+    assert got == hpd_parse(document, tmp_path / "hpd", *flags)
+    assert got.count(cli.PAGE_SEPARATOR) == 1
