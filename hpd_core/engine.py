@@ -192,17 +192,22 @@ class Engine(Decoding):
         children = []
         for (run, row, p), token, hidden in zip(requests, pending, h):
             cache.crop(row, p + 1)
-            budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
-            child = Branch(page=run.index, id=len(run.branches), row=row, pending=token, hidden=hidden,
-                           budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
-            parent = run.branches[0]
-            header = parse_blocks(self.tokenizer.decode(parent.tokens[:p - run.prompt_tokens]))
-            if header:
-                child.label, child.bbox = header[-1].label, header[-1].bbox
-            run.branches.append(child)
-            run.live += 1
-            children.append(child)
+            children.append(self._new_child(run, p, row, token, hidden, options))
         return children
+
+    def _new_child(self, run: PageRun, p: int, row: int, pending: int, hidden: torch.Tensor,
+                   options: ParseOptions) -> Branch:
+        """The page's next child branch, forked at KV position p, with the label and box of the
+        layout branch's block header before it; added to the run's live branches."""
+        budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
+        child = Branch(page=run.index, id=len(run.branches), row=row, pending=pending, hidden=hidden,
+                       budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
+        header = parse_blocks(self.tokenizer.decode(run.branches[0].tokens[:p - run.prompt_tokens]))
+        if header:
+            child.label, child.bbox = header[-1].label, header[-1].bbox
+        run.branches.append(child)
+        run.live += 1
+        return child
 
     # ---- decoding ---------------------------------------------------------------------------
 

@@ -44,8 +44,7 @@ import torch
 from hpd_core.branch import Branch
 from hpd_core.documents import as_image
 from hpd_core.engine import Decoding, Engine, EngineInfo, PageRun, cancelled
-from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, TokensAppended
-from hpd_core.grammar import parse_blocks
+from hpd_core.events import BranchForked, Event, PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
 from hpd_core.result import Counts, ParseResult, Stats
 from hpd_vllm.convert import VLLMFolders
@@ -244,15 +243,7 @@ class VLLMEngine(Decoding):
         """The child of the layout branch's `<FORK>` at token `index`, queued ahead of the waiting."""
         run = page.run
         parent = run.branches[0]
-        p = run.prompt_tokens + index
-        budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
-        child = Branch(page=run.index, id=len(run.branches), row=-1, pending=-1, hidden=NO_HIDDEN,
-                       budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
-        header = parse_blocks(self.tokenizer.decode(parent.tokens[:index]))
-        if header:
-            child.label, child.bbox = header[-1].label, header[-1].bbox
-        run.branches.append(child)
-        run.live += 1
+        child = self.hpd._new_child(run, run.prompt_tokens + index, -1, -1, NO_HIDDEN, options)
         run.counts = replace(run.counts, forked_branches=run.counts.forked_branches + 1)
         flight.waiting.insert(sum(r.branch.id > 0 for r in flight.waiting),
                               self._request(page, child, parent.tokens[:index] + [self.special.child]))
@@ -260,8 +251,7 @@ class VLLMEngine(Decoding):
 
     def _finish(self, flight: Flight, page: Page, branch: Branch) -> Iterator[Event]:
         run = page.run
-        run.live -= 1
-        yield BranchFinished(run.index, branch.id, branch.finish_reason, len(branch.tokens), run.elapsed())
+        yield self.hpd._finish_branch(run, branch)
         if branch.id > 0 and page.resume is not None:  # serial: the layout branch goes on after its child
             flight.waiting.insert(0, page.resume)
             page.resume = None
