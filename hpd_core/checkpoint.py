@@ -66,16 +66,23 @@ def check_tensors(expected: dict[str, torch.Tensor], found: dict[str, torch.Tens
         raise CheckpointError(f"{where} does not match its config: " + "; ".join(problems))
 
 
+def checkpoint_tensors(folder: Path, mtp_folder: str | Path | None = None) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors with its P-MTP head: embedded, or from `mtp_folder` (default
+    `folder/P-MTP`) when that has one."""
+    tensors = read_tensors(folder)
+    mtp_dir = Path(mtp_folder) if mtp_folder else folder / "P-MTP"
+    if not any(k.startswith(MTP_PREFIX) for k in tensors) and (mtp_dir / "config.json").is_file():
+        tensors.update(read_mtp_folder(mtp_dir))
+    return tensors
+
+
 def load_model(folder: str | Path, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
                mtp_folder: str | Path | None = None) -> HPDModel:
     """The model of a checkpoint folder; with the P-MTP head when the checkpoint or
     `mtp_folder` (default `folder/P-MTP`) has one."""
     folder = Path(folder)
     cfg = HPDConfig.load(folder / "config.json")
-    tensors = read_tensors(folder)
-    mtp_dir = Path(mtp_folder) if mtp_folder else folder / "P-MTP"
-    if not any(k.startswith(MTP_PREFIX) for k in tensors) and (mtp_dir / "config.json").is_file():
-        tensors.update(read_mtp_folder(mtp_dir))
+    tensors = checkpoint_tensors(folder, mtp_folder)
     with torch.device("meta"):
         model = HPDModel(cfg, with_mtp=any(k.startswith(MTP_PREFIX) for k in tensors))
     expected = model.state_dict()

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from hpd_core.checkpoint import MTP_PREFIX, read_mtp_folder, read_tensors
+from hpd_core.checkpoint import MTP_PREFIX, checkpoint_tensors
 from hpd_core.config import HPDConfig, LLMConfig
 from hpd_core.loader import resolve_model
 
@@ -59,10 +59,7 @@ def convert(source: str | Path | None, out: str | Path) -> VLLMFolders:
     """Write the vLLM folders of the HPD checkpoint `source` (None: the bundled model) under `out`."""
     folder, mtp_folder = resolve_model(source)
     cfg = HPDConfig.load(folder / "config.json")
-    tensors = read_tensors(folder)
-    mtp_folder = mtp_folder or folder / "P-MTP"
-    if not any(k.startswith(MTP_PREFIX) for k in tensors) and (mtp_folder / "config.json").is_file():
-        tensors.update(read_mtp_folder(mtp_folder))
+    tensors = checkpoint_tensors(folder, mtp_folder)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lm = {k.removeprefix(LM_PREFIX): v.contiguous() for k, v in tensors.items()
