@@ -17,8 +17,9 @@ words read by type size) in tables by kind of document and by type size.
 
 Scores (metrics.py): page edit distance (micro-averaged), block precision/recall/F1 at
 IoU >= 0.5, label accuracy of matched blocks, reading-order distance, table TEDS; with P-MTP,
-tau (tokens per branch step: 1 + accepted drafts, over all pages' steps); and where the edits
-are, by kind of block (`metrics.edits_by_kind`). Writes
+tau (tokens per branch step: 1 + accepted drafts, over all pages' steps); where the edits
+are, by kind of block (`metrics.edits_by_kind`); and how long the outputs ran (`lengths`: tokens
+against the median page's, text against the truth's length). Writes
 <out>/pages.csv and pages.json (per page) and summary.json / summary.md (all pages, with the
 the bundled model's targets in docs/training.md).
 """
@@ -30,6 +31,7 @@ import csv
 import datetime
 import io
 import json
+import statistics
 import sys
 
 import pymupdf
@@ -55,7 +57,9 @@ RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "label_accuracy": (0.95, True), "teds": (0.90, True),
            "tau": (4.0, True)}
 COLUMNS = ("page", "edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds",
-           "tau", "gt_blocks", "pred_blocks", "tokens", "seconds", "kind", "text_edit_distance", "word_f1")
+           "tau", "gt_blocks", "pred_blocks", "tokens", "length_ratio", "seconds", "kind", "text_edit_distance",
+           "word_f1")
+RUNAWAY = 3.0  # a page is runaway output at more than 3x the median page's tokens, or 3x its truth's length
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list,
                      "tau": result.stats.mean_accepted_length if options.use_mtp else None,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,
+                     "length_ratio": len(result.text) / max(1, len(format_assembled(sample.truth))),
                      "predicted": result.text, "truth": format_assembled(sample.truth)})
         scores.append(page)
         stats.append(result.stats)
@@ -173,6 +178,18 @@ def mean_accepted_length(stats: Sequence[Stats]) -> float | None:
     total = Stats(branch_steps=sum(s.branch_steps for s in stats),
                   accepted_tokens=sum(s.accepted_tokens for s in stats))
     return total.mean_accepted_length if total.branch_steps else None
+
+
+def lengths(rows: Sequence[dict]) -> dict[str, float | int]:
+    """How long the outputs ran: tokens against the median page's (the issue's measure of runaway
+    output, which a long page read right can exceed too) and each page's assembled text against its
+    truth's (`length_ratio`, characters: runaway whatever the page's own length)."""
+    tokens = sorted(r["tokens"] for r in rows)
+    median = statistics.median(tokens)
+    ratios = [r["length_ratio"] for r in rows]
+    return {"median_tokens": median, "max_tokens_over_median": tokens[-1] / median if median else 0.0,
+            "pages_over_median": sum(t > RUNAWAY * median for t in tokens),
+            "max_length_ratio": max(ratios), "pages_over_length": sum(x > RUNAWAY for x in ratios)}
 
 
 def summary_table(summary: dict) -> str:
@@ -188,6 +205,11 @@ def summary_table(summary: dict) -> str:
               "| blocks | count | edit distance | share of edits |", "|---|---|---|---|"]
     lines += [f"| {kind} | {row['blocks']} | {row['edit_distance']:.3f} | {row['share_of_edits']:.2f} |"
               for kind, row in summary["by_kind"].items()]
+    n = summary["lengths"]
+    lines += ["", f"Output length: median {n['median_tokens']:g} tokens a page, at most "
+              f"{n['max_tokens_over_median']:.1f}x that ({n['pages_over_median']} pages over {RUNAWAY:g}x); "
+              f"assembled text at most {n['max_length_ratio']:.1f}x its truth's length "
+              f"({n['pages_over_length']} pages over {RUNAWAY:g}x)."]
     return "\n".join(lines)
 
 
@@ -265,7 +287,7 @@ def run(args) -> str:
             "model_path": info.path, "pages": described, "options": repr(options)}
     out = args.out or RESULTS / safe_name(f"eval-{info.name}")
     summary = {**aggregate(scores).as_dict(), "tau": mean_accepted_length(stats) if options.use_mtp else None,
-               "by_kind": edits_by_kind(scores)}
+               "by_kind": edits_by_kind(scores), "lengths": lengths(rows)}
     if args.real is not None:
         summary["real"] = real_tables([s.kind for s in samples], scores, texts)
     return write_results(out, meta, rows, summary)

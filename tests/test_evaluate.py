@@ -49,6 +49,16 @@ def test_synthetic_pages_are_parsed_and_scored_in_unit_range(model, tmp_path):
     assert_unit_range(summary)
     assert summary["tau"] >= 1 and all(float(r["tau"]) >= 1 for r in rows)
     assert "| f1 |" in (out / "summary.md").read_text() and "| tau |" in (out / "summary.md").read_text()
+    assert all(float(r["length_ratio"]) > 0 for r in rows) and "Output length: median" in (out / "summary.md").read_text()
+
+
+def test_lengths_flag_runaway_pages_against_the_median_and_against_their_own_truth():
+    # page 4 ran 5x the median but only as long as its truth (a long page read right); page 3 is
+    # of median length and 4x its truth (runaway on a short page)
+    rows = [{"tokens": 100, "length_ratio": 1.0}, {"tokens": 100, "length_ratio": 0.9},
+            {"tokens": 110, "length_ratio": 4.0}, {"tokens": 500, "length_ratio": 1.1}]
+    assert evaluate.lengths(rows) == {"median_tokens": 105.0, "max_tokens_over_median": 500 / 105,
+                                      "pages_over_median": 1, "max_length_ratio": 4.0, "pages_over_length": 1}
 
 
 def test_tau_counts_every_branch_step_of_every_page():
