@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         engine = open_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
-                             model=args.served_model_name, backend=args.backend)
-    except ModelNotFound as err:
+                             model=args.served_model_name, backend=args.backend, vllm_server=args.vllm_server)
+    except (ModelNotFound, ConnectionError, ValueError) as err:
         raise SystemExit(f"hpd-demo: {err}") from err
     launch(build_demo(engine, args.limits, args.cache_seconds), args.limits, server_name=args.host,
            server_port=args.port, share=args.share)

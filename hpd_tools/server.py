@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"hpd-serve: listening on {args.host}, reachable from other machines; there is no "
               "authentication", file=sys.stderr)
-    engine = open_engine(args.model, backend=args.backend)
+    engine = open_engine(args.model, backend=args.backend, vllm_server=args.vllm_server)
     config = ServeConfig(args.served_model_name, args.max_queue, int(args.max_body_mb * 2**20),
                          args.allow_image_urls, args.limits)
     app = create_app(replicas(engine, args.max_concurrency), config)

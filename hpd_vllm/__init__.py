@@ -8,6 +8,7 @@
 - convert.py  an HPD checkpoint as vLLM folders (the LM as Qwen3ForCausalLM, the P-MTP head as a draft model)
 - draft.py    the P-MTP head as vLLM draft model (speculative method "eagle")
 - plugin.py   the `vllm.general_plugins` entry point that registers it, for `vllm serve`
+- remote.py   `ServerLM`: a `vllm serve` process of the converted language model, driven like vLLM's engine
 - loader.py   `load_engine`
 
 hpd_core imports none of this; only this package imports vllm (and only when an engine is made).

@@ -15,6 +15,8 @@ How a page is decoded:
   (a stop token), the child runs alone, then the layout branch continues as a new request.
 - P-MTP (`use_mtp`): the head runs inside vLLM as its draft model (method "eagle", hpd_vllm/draft.py),
   `num_speculative_tokens` drafts per step; vLLM needs one `LLM` per draft count, made on first use.
+- Or a `vllm serve` process runs the language model (`server`, remote.py's `ServerLM`): the same
+  requests over HTTP, without P-MTP.
 
 Promises: the same events, branch records, text, blocks and Markdown as `Engine` (greedy tokens are
 the model's; tests/test_vllm_backend.py checks them token for token against the in-process engine),
@@ -48,6 +50,7 @@ from hpd_core.events import BranchForked, Event, PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
 from hpd_core.result import Counts, ParseResult, Stats
 from hpd_vllm.convert import VLLMFolders
+from hpd_vllm.remote import ServerLM
 
 # In-process vLLM on a CPU: no engine subprocess (it would re-import the caller), a bounded KV
 # cache (GiB); set before vllm is imported, so the caller's environment wins.
@@ -72,6 +75,7 @@ class Request:
     branch: Branch
     tail: list[int]             # token ids after the page prompt: the parent's prefix (+ <CHILD>), or its own
     outputs: int = 0            # step outputs received; the first comes from the request's prefill
+    hits_counted: bool = False  # its prefix-cache hits are in the page's Stats
     done: bool = False          # vLLM finished it
     submitted: float = 0.0
 
@@ -84,10 +88,14 @@ class Flight:
 
 
 class VLLMEngine(Decoding):
-    def __init__(self, hpd: Engine, folders: VLLMFolders, *, llm_kwargs: dict | None = None):
+    def __init__(self, hpd: Engine, folders: VLLMFolders | None, *, llm_kwargs: dict | None = None,
+                 server: ServerLM | None = None):
         """`hpd`: the in-process engine whose preprocessing, vision tower and tokenizer make the
-        prompts (its decoder layers are not used); `folders`: convert.py's output for its checkpoint."""
-        self.hpd, self.folders = hpd, folders
+        prompts (its decoder layers are not used); `folders`: convert.py's output for its checkpoint
+        (None with a server);
+        `server`: a `vllm serve` process of the converted language model that decodes instead of an
+        in-process vLLM."""
+        self.hpd, self.folders, self.server = hpd, folders, server
         self.tokenizer, self.config, self.special = hpd.tokenizer, hpd.config, hpd.special
         self.llm_kwargs = llm_kwargs or {}
         self.llms: dict[int, object] = {}       # draft count (0: no speculation) -> vllm.LLM
@@ -98,8 +106,17 @@ class VLLMEngine(Decoding):
     def info(self) -> EngineInfo:
         import vllm
         base = self.hpd.info
+        if self.server is not None:
+            return EngineInfo(f"{base.name} on the vLLM server at {self.server.url}", base.path, base.device,
+                              base.dtype, base.parameters, False, base.vision_dtype)
         return EngineInfo(f"{base.name} on vLLM {vllm.__version__}", base.path, base.device, base.dtype,
                           base.parameters, base.mtp and self.folders.draft is not None, base.vision_dtype)
+
+    def engine(self, drafts: int):
+        """What runs the requests: the server, or the in-process `LLM`'s engine for `drafts`."""
+        if self.server is not None:
+            return self.server
+        return self.llm(drafts).llm_engine
 
     def llm(self, drafts: int):
         """The `vllm.LLM` that drafts `drafts` tokens per step (0: plain decoding), made on first use."""
@@ -120,11 +137,14 @@ class VLLMEngine(Decoding):
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:
         """Events of decoding `pages`; serial fork mode decodes them one after another."""
+        if options.use_mtp and self.server is not None:
+            raise ValueError("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a "
+                             "prompt sent as embeddings (hpd_vllm/remote.py); decode with use_mtp off")
         if options.use_mtp and not self.info.mtp:
             raise ValueError("use_mtp needs a P-MTP head, and this checkpoint has none")
         images = [as_image(p) for p in pages]
         with self.lock:
-            engine = self.llm(options.draft_tokens).llm_engine
+            engine = self.engine(options.draft_tokens)
             serial = options.prompt == "fork" and not options.batch_children
             started = []
             for i, image in enumerate(images):
@@ -211,9 +231,10 @@ class VLLMEngine(Decoding):
         if first and branch.id == 0 and not run.decode_started:
             run.prefill_seconds = time.perf_counter() - request.submitted
             run.decode_started = time.perf_counter()
-        if first and branch.id > 0:
+        if branch.id > 0 and not request.hits_counted and output.num_cached_tokens is not None:
+            request.hits_counted = True  # in process on the first output, from a server on the last
             run.counts = replace(run.counts, shared_prefix_tokens=run.counts.shared_prefix_tokens
-                                 + (output.num_cached_tokens or 0))
+                                 + output.num_cached_tokens)
         new = list(output.outputs[0].token_ids)
         drafted = [False] if first else [True] * (len(new) - 1) + [False]
         before = len(branch.tokens)

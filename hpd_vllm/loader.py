@@ -19,6 +19,7 @@ from hpd_core.loader import load_engine as load_hpd_engine
 from hpd_core.loader import resolve_model
 from hpd_vllm.backend import VLLMEngine
 from hpd_vllm.convert import VLLMFolders, convert
+from hpd_vllm.remote import ServerLM
 
 
 def cache_root() -> Path:
@@ -45,12 +46,15 @@ def converted(source: str | Path | None) -> VLLMFolders:
 
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None, dtype: torch.dtype | None = None,
-                vision_bf16: bool | None = None, **llm_kwargs) -> VLLMEngine:
-    """As `hpd_core.load_engine` (no URLs), with vLLM running the language model. `llm_kwargs` go to
-    `vllm.LLM` (e.g. `enforce_eager=False`, `gpu_memory_utilization=0.5`)."""
+                vision_bf16: bool | None = None, server: str | None = None, **llm_kwargs) -> VLLMEngine:
+    """As `hpd_core.load_engine` (no URLs), with vLLM running the language model: in this process
+    (`llm_kwargs` go to `vllm.LLM`, e.g. `enforce_eager=False`, `gpu_memory_utilization=0.5`), or in
+    the `vllm serve` process at `server` (`http://host:port/v1`) of `python -m hpd_vllm.convert`'s
+    language-model folder of the same checkpoint."""
     if importlib.util.find_spec("vllm") is None:
         raise ModuleNotFoundError("the vllm backend needs vLLM: pip install -e '.[vllm]', then on a CPU "
                                   "pip uninstall -y torchvision torchaudio torchcodec (docs/serving.md §5)")
     hpd = load_hpd_engine(source, device=device, dtype=dtype, vision_bf16=vision_bf16)
     assert isinstance(hpd, Engine)
-    return VLLMEngine(hpd, converted(source), llm_kwargs=llm_kwargs)
+    remote = ServerLM(server, hpd.model.lm.embed) if server else None
+    return VLLMEngine(hpd, None if remote else converted(source), llm_kwargs=llm_kwargs, server=remote)

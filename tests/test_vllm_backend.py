@@ -4,7 +4,10 @@ Needs the `[vllm]` extra (scripts/test.sh installs it): these tests import vllm 
 """
 
 import importlib.metadata
+import os
+import subprocess
 import threading
+import time
 
 import httpx
 import pytest
@@ -20,7 +23,9 @@ from hpd_tools.server import create_app, replicas, serving
 from hpd_training.synth import SynthConfig, render_page
 from hpd_vllm import VLLMFolders
 from hpd_vllm import load_engine as load_vllm_engine
-from tests.conftest import serve
+from hpd_vllm.loader import converted
+from hpd_vllm.remote import server_command
+from tests.conftest import free_port, serve
 from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, upload  # noqa: F401
 from tests.test_app_documents import downloaded, set_pages, three_page_pdf
 from tests.test_server import body, data_url
@@ -103,22 +108,27 @@ def events_by_branch(events):
     return out
 
 
+def assert_same_decoding(got: list, reference: list, mode: str) -> None:
+    """One page's events on the vLLM backend against the in-process engine's: the same prompt,
+    branches, tokens, forks, ends, text, blocks and Markdown."""
+    a, b = reference[-1].result, got[-1].result
+    assert isinstance(got[0], PageStarted) and isinstance(got[-1], PageFinished)
+    assert (got[0].prompt_tokens, got[0].tiles, got[0].image_size) == \
+           (reference[0].prompt_tokens, reference[0].tiles, reference[0].image_size)
+    assert branches(b) == branches(a)
+    assert (b.text, b.blocks, b.markdown, b.cancelled) == (a.text, a.blocks, a.markdown, False)
+    assert events_by_branch(got) == events_by_branch(reference)
+    assert (b.stats.parent_tokens, b.stats.child_tokens, b.stats.forked_branches) == \
+           (a.stats.parent_tokens, a.stats.child_tokens, a.stats.forked_branches)
+    assert b.stats.forked_branches >= (0 if mode == "plain" else 1)
+
+
 @pytest.mark.parametrize("use_mtp", [False, True], ids=["greedy", "p-mtp"])
 @pytest.mark.parametrize("mode", list(MODES))
 def test_vllm_emits_the_in_process_engines_tokens_in_every_mode(theirs, pages, expected, mode, use_mtp):
     opts = options(mode, use_mtp)
     for page, reference in zip(pages, expected(mode)):
-        got = list(theirs.stream(page, opts))
-        a, b = reference[-1].result, got[-1].result
-        assert isinstance(got[0], PageStarted) and isinstance(got[-1], PageFinished)
-        assert (got[0].prompt_tokens, got[0].tiles, got[0].image_size) == \
-               (reference[0].prompt_tokens, reference[0].tiles, reference[0].image_size)
-        assert branches(b) == branches(a)
-        assert (b.text, b.blocks, b.markdown, b.cancelled) == (a.text, a.blocks, a.markdown, False)
-        assert events_by_branch(got) == events_by_branch(reference)
-        assert (b.stats.parent_tokens, b.stats.child_tokens, b.stats.forked_branches) == \
-               (a.stats.parent_tokens, a.stats.child_tokens, a.stats.forked_branches)
-        assert b.stats.forked_branches >= (0 if mode == "plain" else 1)
+        assert_same_decoding(list(theirs.stream(page, opts)), reference, mode)
 
 
 def test_children_reuse_the_page_prompt_from_vllms_prefix_cache(theirs, pages):
@@ -257,3 +267,73 @@ def test_hpd_parse_on_the_vllm_backend_writes_the_in_process_engines_markdown(vl
     got = hpd_parse(document, tmp_path / "vllm", "--backend", "vllm", *flags)
     assert got == hpd_parse(document, tmp_path / "hpd", *flags)
     assert got.count(cli.PAGE_SEPARATOR) == 1
+
+
+# ---- a `vllm serve` process running the language model (hpd_vllm/remote.py) -------------------
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_cache, tmp_path_factory):
+    """The URL of a `vllm serve` process of the converted bundled model (remote.server_command)."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    command = [*server_command(converted(None).lm, port, dtype="float32"), "--enforce-eager", "--max-model-len", "8192"]
+    with open(log, "w") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 900  # about a minute on a quiet 2-core CPU
+        while not ready(url):
+            assert server.poll() is None, f"vllm serve exited with {server.returncode}: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"vllm serve not ready: {log.read_text()[-3000:]}"
+            time.sleep(2)
+        yield url + "/v1"
+    finally:
+        server.terminate()
+        server.wait(120)
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def prefix_cache_hits(url: str) -> float:
+    """The server's Prometheus counter of prefix-cache hits (tokens)."""
+    text = httpx.get(url.removesuffix("/v1") + "/metrics", timeout=30).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits_total"))
+
+
+@pytest.fixture(scope="module")
+def remote(vllm_server):
+    return load_vllm_engine(None, dtype=torch.float32, server=vllm_server)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_vllm_server_emits_the_in_process_engines_tokens(remote, vllm_server, pages, expected, mode):
+    for page, reference in zip(pages[:2], expected(mode)):  # two of the three pages: CI time
+        hits = prefix_cache_hits(vllm_server)
+        got = list(remote.stream(page, options(mode, False)))
+        assert_same_decoding(got, reference, mode)
+        # the children's prefix-cache hits, as the server reports them per request: each child takes
+        # most of its page prompt from the cache (1,664-1,792 of 1,779 tokens measured); the server's
+        # counter also has the layout request's (a repeated page's prompt, e.g. in an earlier test)
+        stats = got[-1].result.stats
+        assert prefix_cache_hits(vllm_server) - hits >= stats.shared_prefix_tokens
+        assert stats.shared_prefix_tokens >= stats.forked_branches * stats.prompt_tokens // 2
+
+
+def test_a_vllm_server_refuses_p_mtp_and_an_absent_server_is_named(remote, pages):
+    with pytest.raises(ValueError, match="use_mtp is not available through a vLLM server"):
+        remote.parse(pages[0], ParseOptions(use_mtp=True))
+    assert not remote.info.mtp and "vLLM server at http://127.0.0.1:" in remote.info.name
+    with pytest.raises(ConnectionError, match="no vLLM server answers at http://127.0.0.1:9/v1"):
+        load_vllm_engine(None, dtype=torch.float32, server="http://127.0.0.1:9/v1")
+
+
+def test_hpd_parse_with_a_vllm_server_writes_the_in_process_engines_markdown(vllm_server, document, tmp_path):
+    flags = [*FRONT_DOOR, "--pages", "2", "--no-mtp"]
+    got = hpd_parse(document, tmp_path / "served", "--backend", "vllm", "--vllm-server", vllm_server, *flags)
+    assert got == hpd_parse(document, tmp_path / "hpd", *flags)
