@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
-import time
 import urllib.request
 
 import torch
@@ -27,21 +25,9 @@ import torch
 from hpd_core.loader import load_engine
 from hpd_core.reference import greedy
 from hpd_vllm.convert import convert
+from hpd_vllm.remote import server_command, wait_ready
 
 PROMPT = "<|im_start|>user\n<BLOCK>text [10, 20, 300, 40]<FORK><CHILD>The model reads"
-
-
-def wait_ready(url: str, server: subprocess.Popen, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the vLLM server exited with {server.returncode}")
-        try:
-            urllib.request.urlopen(url + "/health", timeout=2)
-            return
-        except OSError:
-            time.sleep(2)
-    raise TimeoutError(f"the vLLM server was not ready after {seconds:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,9 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     folders = convert(args.model, args.out)
     spec = {"method": "eagle", "model": str(folders.draft), "num_speculative_tokens": args.k}
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folders.lm),
-               "--served-model-name", "hpd-lm", "--port", str(args.port), "--dtype", "float32",
-               "--enforce-eager", "--enable-prefix-caching", "--speculative-config", json.dumps(spec)]
+    command = [*server_command(folders.lm, args.port, dtype="float32"), "--served-model-name", "hpd-lm",
+               "--enforce-eager", "--speculative-config", json.dumps(spec)]
     server = subprocess.Popen(command, env={"VLLM_CPU_KVCACHE_SPACE": "1", **os.environ})
     url = f"http://127.0.0.1:{args.port}"
     try:

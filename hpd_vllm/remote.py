@@ -24,8 +24,10 @@ import base64
 import io
 import json
 import queue
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,6 +44,22 @@ def server_command(folder, port: int, *, dtype: str = "auto", host: str = "127.0
     return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", host,
             "--port", str(port), "--dtype", dtype, "--enable-prefix-caching", "--enable-prompt-embeds",
             "--enable-prompt-tokens-details"]
+
+
+def wait_ready(url: str, server: subprocess.Popen, seconds: float) -> None:
+    """Wait until the server process at `url` (`http://host:port`) answers /health; RuntimeError
+    when it exits first, TimeoutError after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the vLLM server exited with {server.returncode}")
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    raise TimeoutError(f"the vLLM server was not ready after {seconds:.0f} s")
 
 
 @dataclass

@@ -7,7 +7,6 @@ import importlib.metadata
 import os
 import subprocess
 import threading
-import time
 
 import httpx
 import pytest
@@ -24,7 +23,7 @@ from hpd_training.synth import SynthConfig, render_page
 from hpd_vllm import VLLMFolders
 from hpd_vllm import load_engine as load_vllm_engine
 from hpd_vllm.loader import converted
-from hpd_vllm.remote import server_command
+from hpd_vllm.remote import server_command, wait_ready
 from tests.conftest import free_port, serve
 from tests.test_app_browser import browser, open_app, parse, set_checked, set_value, upload  # noqa: F401
 from tests.test_app_documents import downloaded, set_pages, three_page_pdf
@@ -282,22 +281,14 @@ def vllm_server(vllm_cache, tmp_path_factory):
                                   env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 900  # about a minute on a quiet 2-core CPU
-        while not ready(url):
-            assert server.poll() is None, f"vllm serve exited with {server.returncode}: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"vllm serve not ready: {log.read_text()[-3000:]}"
-            time.sleep(2)
+        try:
+            wait_ready(url, server, 900)  # about a minute on a quiet 2-core CPU
+        except (RuntimeError, TimeoutError) as err:
+            pytest.fail(f"{err}: {log.read_text()[-3000:]}")
         yield url + "/v1"
     finally:
         server.terminate()
         server.wait(120)
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def prefix_cache_hits(url: str) -> float:
