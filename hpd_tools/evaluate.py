@@ -159,14 +159,15 @@ def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list,
         page = evaluate_page(result.blocks, sample.truth)
         summary = aggregate([page])
         text = score_text(result.blocks, sample.words) if sample.words is not None else None
+        truth = format_assembled(sample.truth)
         rows.append({"page": sample.name, **{k: getattr(summary, k) for k in COLUMNS[1:8]},
                      "kind": sample.kind, "text_edit_distance": None if text is None else text.edit_distance,
                      "word_f1": None if text is None else text.word_f1,
                      "tau": result.stats.mean_accepted_length if options.use_mtp else None,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,
-                     "length_ratio": len(result.text) / max(1, len(format_assembled(sample.truth))),
-                     "predicted": result.text, "truth": format_assembled(sample.truth)})
+                     "length_ratio": len(result.text) / max(1, len(truth)),
+                     "predicted": result.text, "truth": truth})
         scores.append(page)
         stats.append(result.stats)
         texts.append(text)
