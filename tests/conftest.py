@@ -6,6 +6,7 @@ have ended before the next test starts, so a parse that a test leaves running (a
 tab, a stopped client job) never overlaps the next test's parse on the same server."""
 
 import socket
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -60,7 +61,21 @@ def serve(demo, *launch_args) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/"
     finally:
         SERVED.remove(handlers)
+        stop_on_its_loop(demo.app.stop_event)
         demo.close()
+
+
+def stop_on_its_loop(event, timeout: float = 30.0) -> None:
+    """Set Gradio's `stop_event` (an asyncio.Event) in the server's own event loop. `demo.close()`
+    sets it from this thread, and asyncio.Event is not thread-safe: when the loop adds or removes
+    a waiter meanwhile, set() fails with "deque mutated during iteration" (seen once in a run on a
+    loaded machine). Set here first, close()'s set() finds it set and does nothing."""
+    loop = getattr(event, "_loop", None)  # bound on its first wait; None: nothing waits on it yet
+    if loop is None or not loop.is_running():
+        return
+    done = threading.Event()
+    loop.call_soon_threadsafe(lambda: (event.set(), done.set()))
+    done.wait(timeout)
 
 
 @pytest.fixture(autouse=True)
