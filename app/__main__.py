@@ -7,7 +7,7 @@ import argparse
 import torch
 
 from app.ui import CACHE_SECONDS, build_demo, launch
-from hpd_tools.backends import add_backend_argument, open_engine
+from hpd_tools.backends import add_backend_argument, backend_options, open_engine
 from hpd_tools.forms import UsageError, add_limit_arguments, limits_of
 from hpd_core.loader import ModelNotFound
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         engine = open_engine(args.server or args.model, device=args.device, dtype=DTYPES.get(args.dtype),
-                             model=args.served_model_name, backend=args.backend, vllm_server=args.vllm_server)
+                             model=args.served_model_name, **backend_options(args))
     except (ModelNotFound, ConnectionError, ValueError) as err:
         raise SystemExit(f"hpd-demo: {err}") from err
     launch(build_demo(engine, args.limits, args.cache_seconds), args.limits, server_name=args.host,

@@ -50,7 +50,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from PIL import Image
 from starlette.exceptions import HTTPException
 
-from hpd_tools.backends import add_backend_argument, open_engine
+from hpd_tools.backends import add_backend_argument, backend_options, open_engine
 from hpd_tools.forms import UsageError, add_limit_arguments, limits_of, options_from_json
 from hpd_core.documents import DocumentError, Limits, Page, detect_kind, load_pages
 from hpd_core.engine import Engine
@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"hpd-serve: listening on {args.host}, reachable from other machines; there is no "
               "authentication", file=sys.stderr)
-    engine = open_engine(args.model, backend=args.backend, vllm_server=args.vllm_server)
+    engine = open_engine(args.model, **backend_options(args))
     config = ServeConfig(args.served_model_name, args.max_queue, int(args.max_body_mb * 2**20),
                          args.allow_image_urls, args.limits)
     app = create_app(replicas(engine, args.max_concurrency), config)

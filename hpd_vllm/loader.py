@@ -17,7 +17,7 @@ import torch
 from hpd_core.engine import Engine
 from hpd_core.loader import load_engine as load_hpd_engine
 from hpd_core.loader import resolve_model
-from hpd_vllm.backend import VLLMEngine
+from hpd_vllm.backend import VLLMEngine, check_llm_kwargs
 from hpd_vllm.convert import VLLMFolders, convert
 from hpd_vllm.remote import ServerLM
 
@@ -54,6 +54,7 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None, 
     if importlib.util.find_spec("vllm") is None:
         raise ModuleNotFoundError("the vllm backend needs vLLM: pip install -e '.[vllm]', then on a CPU "
                                   "pip uninstall -y torchvision torchaudio torchcodec (docs/serving.md §5)")
+    check_llm_kwargs(llm_kwargs)
     hpd = load_hpd_engine(source, device=device, dtype=dtype, vision_bf16=vision_bf16)
     assert isinstance(hpd, Engine)
     remote = ServerLM(server, hpd.model.lm.embed) if server else None

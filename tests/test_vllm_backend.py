@@ -268,6 +268,18 @@ def test_hpd_parse_on_the_vllm_backend_writes_the_in_process_engines_markdown(vl
     assert got.count(cli.PAGE_SEPARATOR) == 1
 
 
+
+def test_vllm_args_reach_vllm_and_a_misspelt_one_is_a_usage_error(vllm_cache, document, tmp_path, capsys):
+    engine = load_vllm_engine(None, dtype=torch.float32, max_num_seqs=7)
+    assert engine.llm(0).llm_engine.vllm_config.scheduler_config.max_num_seqs == 7
+    out = tmp_path / "out"
+    code = cli.main([str(document), "-o", str(out), "--backend", "vllm", "--vllm-arg", "max_num_seqz=7"])
+    assert code == cli.EXIT_USAGE and not out.exists()
+    assert "not an argument of vllm.LLM: max_num_seqz" in capsys.readouterr().err
+    assert cli.main([str(document), "-o", str(out), "--vllm-arg", "max_num_seqs=7"]) == cli.EXIT_USAGE
+    assert "--vllm-arg needs --backend vllm" in capsys.readouterr().err
+
+
 # ---- a `vllm serve` process running the language model (hpd_vllm/remote.py) -------------------
 
 @pytest.fixture(scope="module")
