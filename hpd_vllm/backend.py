@@ -58,6 +58,34 @@ VLLM_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPA
 NO_HIDDEN = torch.empty(0)  # vLLM holds the KV cache, the pending token and the hidden state
 
 
+def llm_defaults(device: torch.device) -> dict:
+    """`vllm.LLM` arguments by device, below the caller's. A CPU: eager (compiling takes ~40 s
+    there). CUDA: torch.compile and CUDA graphs, and a fixed KV cache of a quarter of the GPU's
+    memory per `LLM`: each draft count is its own `LLM` (MTP off and one k fit beside our vision
+    tower and a third k), and with a size given vLLM skips its memory profiling, which fails for a
+    second `LLM` in one process (the free memory moves while it profiles: seen with vLLM 0.26)."""
+    if device.type != "cuda":
+        return {"enforce_eager": True}
+    total = torch.cuda.get_device_properties(device).total_memory
+    return {"enforce_eager": False, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": total // 4}
+
+
+def set_environment() -> None:
+    for name, value in VLLM_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+
+
+def check_llm_kwargs(kwargs: dict) -> None:
+    """A ValueError naming the keywords that `vllm.LLM` would not take (it is made on first use,
+    so a typo would otherwise surface only at the first page)."""
+    import dataclasses
+    set_environment()
+    from vllm import EngineArgs
+    unknown = sorted(set(kwargs) - {f.name for f in dataclasses.fields(EngineArgs)})
+    if unknown:
+        raise ValueError(f"not an argument of vllm.LLM: {', '.join(unknown)} (see vllm.EngineArgs)")
+
+
 @dataclass(eq=False)
 class Page:
     """A page being decoded: the engine's `PageRun` and the prompt every request of the page starts with."""
@@ -121,15 +149,14 @@ class VLLMEngine(Decoding):
     def llm(self, drafts: int):
         """The `vllm.LLM` that drafts `drafts` tokens per step (0: plain decoding), made on first use."""
         if drafts not in self.llms:
-            for name, value in VLLM_ENVIRONMENT.items():
-                os.environ.setdefault(name, value)
+            set_environment()
             from vllm import LLM
             spec = ({"method": "eagle", "model": str(self.folders.draft), "num_speculative_tokens": drafts}
                     if drafts else None)
             self.llms[drafts] = LLM(model=str(self.folders.lm), dtype=str(self.hpd.dtype).removeprefix("torch."),
                                     enable_prefix_caching=True, enable_prompt_embeds=True, disable_log_stats=False,
                                     max_model_len=self.config.llm_config.max_position_embeddings,
-                                    speculative_config=spec, **{"enforce_eager": True, **self.llm_kwargs})
+                                    speculative_config=spec, **{**llm_defaults(self.hpd.device), **self.llm_kwargs})
         return self.llms[drafts]
 
     # ---- public API (Engine's) --------------------------------------------------------------
