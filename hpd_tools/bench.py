@@ -13,7 +13,8 @@ batch against the pages decoded alone.
 Writes <out>/results.md (the tables, with date, hardware, torch, model), results.json (all
 numbers), speedup.png (speedup and forward reduction vs plain AR, by k) and batching.png
 (tokens/s by pages per batch). Default pages: synthetic dense pages, seeds from 10,000,000
-(never used in training). One page is decoded first, untimed, to warm up; with --repeats R
+(never used in training). One page is decoded first, untimed, in every mode and draft count, to warm up
+(the vllm backend makes its `LLM` of each draft count then); with --repeats R
 every cell runs R times, round-robin over the cells, and reports its fastest run.
 """
 
@@ -34,7 +35,7 @@ from typing import Sequence
 import psutil
 import torch
 
-from hpd_tools.backends import add_backend_argument, is_url, open_engine
+from hpd_tools.backends import add_backend_argument, backend_options, is_url, open_engine
 from hpd_tools.files import safe_name, write_atomic
 from hpd_core.documents import DocumentError, load_pages
 from hpd_core.engine import Engine
@@ -393,8 +394,8 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
             ParseOptions(num_speculative_tokens=k)
         if is_url(args.model):
             raise ValueError(f"{args.model} is a server; hpd-bench measures a local engine (a folder or hub id)")
-        engine = open_engine(args.model, backend=args.backend, device=device,
-                             dtype=getattr(torch, args.dtype) if args.dtype else None)
+        engine = open_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None,
+                             **backend_options(args))
         if not engine.info.mtp:
             raise ValueError(f"{engine.info.name} has no P-MTP head; hpd-bench compares MTP on and off")
         pages, described = load_bench_pages(args)
@@ -424,8 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
 
     log(f"{engine.info.name} on {device}: {described}; warming up")
-    for fields in MODES.values():
-        engine.parse(pages[0], replace(base, **fields, max_new_tokens=16, num_speculative_tokens=max(args.ks)))
+    for fields in MODES.values():  # MTP off and on: the vllm backend makes an `LLM` per draft count on first use
+        for k in {0, *args.ks, args.sweep_k}:
+            engine.parse(pages[0], replace(base, **fields, max_new_tokens=16, use_mtp=k > 0, num_speculative_tokens=k or 1))
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "hardware": hardware(device),
             "torch": torch.__version__, "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype})",
