@@ -80,6 +80,11 @@ case "${1:-}" in
       --target "$site" "$store/$wheel" "$store"/wheels*/*.whl
     export PYTHONPATH=$site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_ENABLE_V1_MULTIPROCESSING=0
     python3 -c 'import vllm; print("vllm", vllm.__version__)'
+    # The `hpd` plugin's entry point (pyproject.toml), so that vLLM finds the P-MTP draft architecture
+    # without this project being pip-installed there (the tree is on PYTHONPATH, see `env`).
+    mkdir -p "$site/hpd_parsing_demo-0.dist-info"
+    printf 'Metadata-Version: 2.1\nName: hpd-parsing-demo\nVersion: 0\n' >"$site/hpd_parsing_demo-0.dist-info/METADATA"
+    printf '[vllm.general_plugins]\nhpd = hpd_vllm.plugin:register\n' >"$site/hpd_parsing_demo-0.dist-info/entry_points.txt"
     touch "$site/.installed"
     bash "$0" check || true
     python3 -c 'import torch; from vllm import LLM, SamplingParams; print("from vllm import LLM: ok; torch", torch.__version__, torch.cuda.get_device_name())' ;;
