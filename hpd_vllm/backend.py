@@ -58,16 +58,19 @@ VLLM_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPA
 NO_HIDDEN = torch.empty(0)  # vLLM holds the KV cache, the pending token and the hidden state
 
 
-def llm_defaults(device: torch.device) -> dict:
-    """`vllm.LLM` arguments by device, below the caller's. A CPU: eager (compiling takes ~40 s
-    there). CUDA: torch.compile and CUDA graphs, and a fixed KV cache of a quarter of the GPU's
-    memory per `LLM`: each draft count is its own `LLM` (MTP off and one k fit beside our vision
-    tower and a third k), and with a size given vLLM skips its memory profiling, which fails for a
-    second `LLM` in one process (the free memory moves while it profiles: seen with vLLM 0.26)."""
+def llm_arguments(device: torch.device, given: dict) -> dict:
+    """`vllm.LLM` arguments: the caller's over defaults by device. A CPU: eager (compiling takes
+    ~40 s there). CUDA: torch.compile and CUDA graphs, and a fixed KV cache of a quarter of the
+    GPU's memory per `LLM`: each draft count is its own `LLM` (MTP off and one k fit beside our
+    vision tower and a third k), and with a size given vLLM skips its memory profiling, which fails
+    for a second `LLM` in one process (the free memory moves while it profiles: seen with vLLM
+    0.26). A caller's `gpu_memory_utilization` sizes the KV cache instead, as in vLLM."""
     if device.type != "cuda":
-        return {"enforce_eager": True}
-    total = torch.cuda.get_device_properties(device).total_memory
-    return {"enforce_eager": False, "gpu_memory_utilization": 0.3, "kv_cache_memory_bytes": total // 4}
+        return {"enforce_eager": True, **given}
+    defaults = {"enforce_eager": False, "gpu_memory_utilization": 0.3}
+    if "gpu_memory_utilization" not in given:
+        defaults["kv_cache_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory // 4
+    return {**defaults, **given}
 
 
 def set_environment() -> None:
@@ -156,7 +159,7 @@ class VLLMEngine(Decoding):
             self.llms[drafts] = LLM(model=str(self.folders.lm), dtype=str(self.hpd.dtype).removeprefix("torch."),
                                     enable_prefix_caching=True, enable_prompt_embeds=True, disable_log_stats=False,
                                     max_model_len=self.config.llm_config.max_position_embeddings,
-                                    speculative_config=spec, **{**llm_defaults(self.hpd.device), **self.llm_kwargs})
+                                    speculative_config=spec, **llm_arguments(self.hpd.device, self.llm_kwargs))
         return self.llms[drafts]
 
     # ---- public API (Engine's) --------------------------------------------------------------

@@ -280,6 +280,19 @@ def test_vllm_args_reach_vllm_and_a_misspelt_one_is_a_usage_error(vllm_cache, do
     assert "--vllm-arg needs --backend vllm" in capsys.readouterr().err
 
 
+
+def test_vllm_arguments_on_cuda_fix_the_kv_cache_unless_the_caller_sizes_it(monkeypatch):
+    from types import SimpleNamespace
+    from hpd_vllm.backend import llm_arguments
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=8 * 2**30))
+    cuda = torch.device("cuda")
+    assert llm_arguments(cuda, {}) == {"enforce_eager": False, "gpu_memory_utilization": 0.3,
+                                       "kv_cache_memory_bytes": 2 * 2**30}
+    assert llm_arguments(cuda, {"gpu_memory_utilization": 0.5}) == {"enforce_eager": False,
+                                                                    "gpu_memory_utilization": 0.5}
+    assert llm_arguments(torch.device("cpu"), {"max_num_seqs": 4}) == {"enforce_eager": True, "max_num_seqs": 4}
+
+
 # ---- a `vllm serve` process running the language model (hpd_vllm/remote.py) -------------------
 
 @pytest.fixture(scope="module")
