@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stock vLLM 0.26.0 on the lent H200, which has no internet (shared/VLLM_NOTES.md, section GPU).
-# Status: prepared and checked here (2026-12-01: pieces, tags, requirements); not yet run on the device.
+# Status: run on the lent H200 on 2026-12-01 (twice: the machine went cold between two calls once); ~150 s
+# of device time for the 8 calls, 60 s of it the install (bench/NOTES.md, "the vLLM backend on the H200").
 # Runs ON the device, from the repo root there:
 #   bash scripts/vllm_gpu.sh piece PATH...   # move carried pieces / wheel folders to /tmp/vllm-gpu
 #   bash scripts/vllm_gpu.sh install         # reassemble, verify, install into /tmp/vllm-site
