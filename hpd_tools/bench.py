@@ -5,7 +5,7 @@
 Matrix: {plain, fork-serial, fork-batched} x {MTP off, MTP on for each k}: each page is decoded
 alone (`engine.parse`), the cell sums over pages. Page batching: `--pages-per-batch` B decodes B
 pages together (`engine.parse_batch`; pages cycled when fewer than B; max_active_branches
-scaled by B) for plain AR and for fork-batched + P-MTP. fork-serial decodes the pages of a
+scaled by B) for plain AR and for fork-batched with and without P-MTP. fork-serial decodes the pages of a
 batch one after another by design, so it is not swept. Every MTP-on cell is checked token for
 token against MTP off in the same mode, fork-batched against fork-serial, and every swept
 batch against the pages decoded alone.
@@ -214,14 +214,15 @@ def run_matrix(engine, pages, ks: Sequence[int], base: ParseOptions, device: str
 
 def run_sweep(engine, pages, sizes: Sequence[int], k: int, base: ParseOptions, references: dict,
               device: str, repeats: int, log) -> list[Cell]:
-    """Pages per batch for plain AR and fork-batched + P-MTP, each checked against its pages
-    decoded alone. The engine's `max_active_branches` caps a round over all pages of a batch,
-    so it is scaled by the batch size here: each page keeps the same branch budget."""
-    configs = {"plain": replace(base, **MODES["plain"], use_mtp=False),
-               "fork-batched": replace(base, **MODES["fork-batched"], use_mtp=True, num_speculative_tokens=k)}
+    """Pages per batch for plain AR and fork-batched with and without P-MTP, each checked against
+    its pages decoded alone. The engine's `max_active_branches` caps a round over all pages of a
+    batch, so it is scaled by the batch size here: each page keeps the same branch budget."""
+    configs = [("plain", replace(base, **MODES["plain"], use_mtp=False)),
+               ("fork-batched", replace(base, **MODES["fork-batched"], use_mtp=False)),
+               ("fork-batched", replace(base, **MODES["fork-batched"], use_mtp=True, num_speculative_tokens=k))]
     jobs = [Job(mode, replace(options, max_active_branches=base.max_active_branches * size),
                 (tuple(pages[i % len(pages)] for i in range(size)),))
-            for mode, options in configs.items() for size in sizes]
+            for mode, options in configs for size in sizes]
     cells = []
     for c, results in measure(engine, jobs, device, repeats, log):
         expected = [references[c.mode][i % len(pages)] for i in range(c.batch)]
@@ -311,10 +312,10 @@ def plot(cells: Sequence[Cell], sweep: Sequence[Cell], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "speedup.png", dpi=80)
     fig, ax = plt.subplots(figsize=(5, 4))
-    for mode in ("plain", "fork-batched"):
-        mine = [c for c in sweep if c.mode == mode]
+    for mode, k in sorted({(c.mode, c.k) for c in sweep}, key=lambda mk: (mk[0] != "plain", mk)):
+        mine = [c for c in sweep if (c.mode, c.k) == (mode, k)]
         ax.plot([c.batch for c in mine], [c.tokens_per_second for c in mine], marker="o",
-                label=f"{mode} (k={mine[0].k})" if mine and mine[0].k else f"{mode} AR")
+                label=f"{mode} (k={k})" if k else f"{mode}, MTP off")
     ax.set(xscale="log", xlabel="pages per batch", ylabel="tokens/s", title="throughput by batch")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -24,12 +24,13 @@ def test_bench_writes_tables_json_and_plots_and_mtp_matches_greedy_in_every_mode
         assert on["peak_memory_mib"] > 0 and on["wall_seconds"] > 0
     assert cells["fork-batched", 2]["peak_active_branches"] > 1 == cells["fork-serial", 2]["peak_active_branches"]
     assert data["fork_batched_equals_serial"] is True
-    sweep = {(c["mode"], c["batch"]): c for c in data["sweep"]}
-    assert set(sweep) == {(mode, b) for mode in ("plain", "fork-batched") for b in (1, 2)}
+    sweep = {(c["mode"], c["k"], c["batch"]): c for c in data["sweep"]}
+    configs = [("plain", 0), ("fork-batched", 0), ("fork-batched", 6)]  # --sweep-k: 6
+    assert set(sweep) == {(mode, k, b) for mode, k in configs for b in (1, 2)}
     assert all(c["exact"] for c in sweep.values())
-    assert sweep["plain", 2]["generated_tokens"] == 2 * sweep["plain", 1]["generated_tokens"]
-    for mode in ("plain", "fork-batched"):  # the same page twice: every forward serves both copies
-        assert sweep[mode, 2]["forwards"] == sweep[mode, 1]["forwards"] > 0
+    assert sweep["plain", 0, 2]["generated_tokens"] == 2 * sweep["plain", 0, 1]["generated_tokens"]
+    for mode, k in configs:  # the same page twice: every forward serves both copies
+        assert sweep[mode, k, 2]["forwards"] == sweep[mode, k, 1]["forwards"] > 0
     table = (out / "results.md").read_text()
     assert "fork-batched" in table and "torch" in table and "hardware" in table and "**NO**" not in table
     assert "1 synthetic dense pages, font size 20-26 px, seeds 10000000-10000000" in table
