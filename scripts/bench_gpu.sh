@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
-# The GPU benchmarks of bench/NOTES.md on the lent H200, from the repo root there. They need no
-# package the GPU image lacks: the pages are PNGs rendered here beforehand (no pymupdf there):
-#   python -c "from hpd_training.synth import SynthConfig, render_page; [render_page(10_000_000 + i,
-#     SynthConfig.dense()).image.save(f'.benchpages/dense-{10_000_000 + i}.png') for i in range(8)]"
-# Results land in $OUT/: the hpd-bench matrix + page-batch sweep, and the 1B decode timing.
+# The GPU benchmarks of bench/NOTES.md on the lent H200, from the repo root there, one step a device
+# call (each fits the 600-s limit). The pages are PNGs rendered here beforehand (no pymupdf there):
+#   python -c "from hpd_training.synth import SynthConfig, render_page; c = SynthConfig.dense(font_size_range=(20, 26));
+#     [render_page(s, c).image.save(f'.benchpages/dense20-{s}.png') for s in (10_000_000, 10_000_001)]"
+# The vllm steps need scripts/vllm_gpu.sh's install on the same warm machine. Results land in $OUT/.
+#   bash scripts/bench_gpu.sh hpd          # our engine, the bundled model: modes x k, pages per batch 1/64/512
+#   bash scripts/bench_gpu.sh vllm         # the same on the vllm backend (stock vLLM, CUDA graphs)
+#   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
+#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step, and our replay at 1-512 pages
+#   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
+#                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
 set -uo pipefail
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HPD_VLLM_CACHE=/tmp/hpd-vllm
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-timeout "${BENCH_TIMEOUT:-300}" python3 -m hpd_tools.bench --device cuda --inputs .benchpages/*.png \
-    --pages-per-batch 1,16,64,256 --out "$OUT/hpd-tiny-cuda" 2>&1 | tee "$OUT/bench.log"
-timeout "${BENCH512_TIMEOUT:-100}" python3 -m hpd_tools.bench --device cuda --inputs .benchpages/*.png --ks 6 \
-    --pages-per-batch 512 --out "$OUT/hpd-tiny-cuda-512" 2>&1 | tee "$OUT/bench-512.log"
-timeout "${REAL_TIMEOUT:-150}" python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 \
-    --bandwidth 4800 --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log"
+pages=(.benchpages/*.png)
+bench=(python3 -m hpd_tools.bench --device cuda --dtype bfloat16 --inputs "${pages[@]}" --ks 6)
+real() { [ -e /tmp/hpd-real/model.safetensors ] ||
+  python3 -c "from pathlib import Path; from bench.real_dims import write_real_checkpoint; write_real_checkpoint(Path('/tmp/hpd-real'))"; }
+case "${1:-}" in
+  hpd) timeout 560 "${bench[@]}" --pages-per-batch 1,64,512 --repeats 2 --out "$OUT/hpd-tiny-cuda" 2>&1 | tee "$OUT/bench.log" ;;
+  vllm|vllm-eager|vllm-real) eval "$(bash scripts/vllm_gpu.sh env)" || exit 1 ;;&
+  vllm) timeout 560 "${bench[@]}" --backend vllm --pages-per-batch 1,64,512 --repeats 2 --out "$OUT/bundled-vllm-cuda" \
+          >"$OUT/bench-vllm.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm.log" ;;
+  vllm-eager) timeout 560 "${bench[@]}" --backend vllm --vllm-arg enforce_eager=true --pages-per-batch 1 \
+                --out "$OUT/bundled-vllm-cuda-eager" >"$OUT/bench-vllm-eager.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm-eager.log" ;;
+  real) real
+        timeout 150 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
+          --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log"
+        timeout 400 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,16,64,256,512 \
+          --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
+  vllm-real) real
+             timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
+               >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | real | vllm-real" >&2; exit 2 ;;
+esac
