@@ -33,7 +33,7 @@ import torch
 from tokenizers import Tokenizer
 
 from bench.replay import Trace
-from hpd_vllm.backend import set_environment
+from hpd_vllm.backend import make_llm, mixed_prompt
 from hpd_vllm.loader import converted
 
 HEAD = 16  # prompt positions before the image rows (system prompt tokens)
@@ -78,20 +78,16 @@ def replay(llm, trace: Trace, pages: int, schedule: str, image: int, child: int)
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
     engine = llm.llm_engine
-    config = llm.llm_engine.model_config
+    config = engine.model_config
     vocab, hidden = config.get_vocab_size(), config.get_hidden_size()
     prompts = [page_prompt(p, trace, image, vocab, hidden, config.dtype) for p in range(pages)]
     flows: dict[str, Flow] = {}
     drafts0, accepted0 = spec_counts(llm)
 
     def submit(name: str, flow: Flow, tail: list[int]) -> None:
-        ids, embeds, is_ids = prompts[flow.page]
-        prompt = {"prompt_token_ids": ids + tail,
-                  "prompt_embeds": torch.cat([embeds, embeds.new_zeros(len(tail), embeds.shape[1])]),
-                  "prompt_is_token_ids": is_ids + [True] * len(tail)}
         params = SamplingParams(temperature=0.0, max_tokens=flow.goal, min_tokens=flow.goal, ignore_eos=True,
                                 detokenize=False, output_kind=RequestOutputKind.DELTA)
-        engine.add_request(name, prompt, params)
+        engine.add_request(name, mixed_prompt(*prompts[flow.page], tail), params)
         flows[name] = flow
 
     start = time.perf_counter()
@@ -149,16 +145,11 @@ def main() -> None:
         parser.error("--schedules: plain and/or fork, or fork-mtp alone (it needs its own vllm.LLM)")
     if HEAD + args.image > trace.prompt:
         parser.error(f"--image must leave room in the {trace.prompt}-position prompt")
-    set_environment()
-    from vllm import LLM
     folders = converted(args.model)
     child = Tokenizer.from_file(str(folders.lm / "tokenizer.json")).token_to_id("<CHILD>")
-    spec = ({"method": "eagle", "model": str(folders.draft), "num_speculative_tokens": args.k}
-            if schedules == ["fork-mtp"] else None)
-    llm = LLM(model=str(folders.lm), dtype=args.dtype, enable_prefix_caching=True, enable_prompt_embeds=True,
-              disable_log_stats=False, gpu_memory_utilization=args.gpu_memory_utilization,
-              max_num_seqs=args.max_num_seqs, enforce_eager=args.eager, speculative_config=spec,
-              max_model_len=trace.prompt + trace.tokens + 64)
+    llm = make_llm(folders, args.dtype, args.k if schedules == ["fork-mtp"] else 0,
+                   gpu_memory_utilization=args.gpu_memory_utilization, max_num_seqs=args.max_num_seqs,
+                   enforce_eager=args.eager, max_model_len=trace.prompt + trace.tokens + 64)
     print(f"vLLM replay of {args.model or 'the bundled model'} ({args.dtype}); trace {trace}; {args.image} image rows")
     print("| schedule | pages | tokens/s | pages/s | steps | ms/step | prefill s | child cache hits | "
           "drafts accepted / drafted |")

@@ -78,9 +78,29 @@ def set_environment() -> None:
         os.environ.setdefault(name, value)
 
 
+def make_llm(folders: VLLMFolders, dtype: str, drafts: int, **kwargs):
+    """A `vllm.LLM` of convert.py's `folders` as this backend runs it (prefix caching, prompt
+    embeddings, statistics on), drafting `drafts` tokens a step with the P-MTP head (0: none)."""
+    set_environment()
+    from vllm import LLM
+    spec = {"method": "eagle", "model": str(folders.draft), "num_speculative_tokens": drafts} if drafts else None
+    return LLM(model=str(folders.lm), dtype=dtype, enable_prefix_caching=True, enable_prompt_embeds=True,
+               disable_log_stats=False, speculative_config=spec, **kwargs)
+
+
+def mixed_prompt(ids: list[int], embeds: torch.Tensor, is_token_ids: list[bool], tail: list[int]) -> dict:
+    """vLLM's mixed prompt of a page prompt (`ids`, their `embeds` rows, `is_token_ids` False where
+    the embedding is what counts) followed by token ids `tail` (zero rows: vLLM embeds their ids)."""
+    return {"prompt_token_ids": ids + tail,
+            "prompt_embeds": torch.cat([embeds, embeds.new_zeros(len(tail), embeds.shape[1])]),
+            "prompt_is_token_ids": is_token_ids + [True] * len(tail)}
+
+
 def check_llm_kwargs(kwargs: dict) -> None:
     """A ValueError naming the keywords that `vllm.LLM` would not take (it is made on first use,
     so a typo would otherwise surface only at the first page)."""
+    if not kwargs:
+        return  # nothing to check: vllm is imported when the first `LLM` is made
     import dataclasses
     set_environment()
     from vllm import EngineArgs
@@ -152,14 +172,9 @@ class VLLMEngine(Decoding):
     def llm(self, drafts: int):
         """The `vllm.LLM` that drafts `drafts` tokens per step (0: plain decoding), made on first use."""
         if drafts not in self.llms:
-            set_environment()
-            from vllm import LLM
-            spec = ({"method": "eagle", "model": str(self.folders.draft), "num_speculative_tokens": drafts}
-                    if drafts else None)
-            self.llms[drafts] = LLM(model=str(self.folders.lm), dtype=str(self.hpd.dtype).removeprefix("torch."),
-                                    enable_prefix_caching=True, enable_prompt_embeds=True, disable_log_stats=False,
-                                    max_model_len=self.config.llm_config.max_position_embeddings,
-                                    speculative_config=spec, **llm_arguments(self.hpd.device, self.llm_kwargs))
+            self.llms[drafts] = make_llm(self.folders, str(self.hpd.dtype).removeprefix("torch."), drafts,
+                                         max_model_len=self.config.llm_config.max_position_embeddings,
+                                         **llm_arguments(self.hpd.device, self.llm_kwargs))
         return self.llms[drafts]
 
     # ---- public API (Engine's) --------------------------------------------------------------
@@ -204,13 +219,11 @@ class VLLMEngine(Decoding):
         return Request(f"hpd-{next(self.ids)}-p{page.run.index}-b{branch.id}", page, branch, tail)
 
     def _submit(self, engine, request: Request, options: ParseOptions) -> None:
-        """Add `request` to vLLM: page prompt + tail (zero embedding rows: vLLM uses their token ids)."""
+        """Add `request` to vLLM: page prompt + tail (`mixed_prompt`)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
-        ids, embeds, tail = request.page.ids, request.page.embeds, request.tail
-        prompt = {"prompt_token_ids": ids + tail,
-                  "prompt_embeds": torch.cat([embeds, embeds.new_zeros(len(tail), embeds.shape[1])]),
-                  "prompt_is_token_ids": [i != self.special.image_context for i in ids] + [True] * len(tail)}
+        ids, tail = request.page.ids, request.tail
+        prompt = mixed_prompt(ids, request.page.embeds, [i != self.special.image_context for i in ids], tail)
         serial_parent = request.branch.can_fork and not options.batch_children
         stop = sorted(self.special.stop | ({self.special.fork} if serial_parent else set()))
         room = self.config.llm_config.max_position_embeddings - len(ids) - len(tail)
