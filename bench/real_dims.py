@@ -8,7 +8,7 @@ Writes into the given folder a checkpoint with the real tensor names and shapes 
 special tokens at their real ids; loads it with `load_engine`; parses a 896x1344 page (2x3 grid
 + thumbnail = 7 tiles, 1,792 image tokens); then times one decode forward
 (`speculative.step`) at batch 1 and 16, greedy (k=0) and with 6 P-MTP drafts, on a KV cache
-holding a prompt of the same length.
+holding a prompt of the same length: eager and, on CUDA, replayed as CUDA graphs.
 
 Measured 2026-11-29 on the dev box (2 cores, 24 GiB, fp32, torch 2.13) while other jobs ran
 (load average 5.5: this process got ~46% of the two cores, so uncontended times are ~2x lower):
@@ -37,6 +37,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from bench.common import forked_rows, step_reads, sync
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
+from hpd_core.graphs import DecodeGraphs
 from hpd_core.checkpoint import write_tensors
 from hpd_core.config import HPDConfig
 from hpd_core.kv_cache import KVCache
@@ -107,15 +108,17 @@ def seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int], tuple[float, int]]:
-    """{(batch, k): (seconds of one `step`, key positions it reads per layer)} on rows forked from
-    a page row of `context` prompt positions (its shared prefix, read once per step)."""
+def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int, str], tuple[float, int]]:
+    """{(batch, k, mode): (seconds of one `step`, key positions it reads per layer)} on rows forked
+    from a page row of `context` prompt positions (its shared prefix, read once per step); modes
+    "eager" and, on CUDA, "graphs" (`hpd_core.graphs`), measured in turn at each batch and k."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
                     device=engine.device, blocks=context // 16 + 2 * max(batches) + 2)
     rows = forked_rows(lm, cache, context, max(batches))
     h = torch.zeros(llm.hidden_size, dtype=engine.dtype, device=engine.device)
     pending = 5
+    modes = {"eager": None} | ({"graphs": DecodeGraphs(capture=True)} if engine.device.type == "cuda" else {})
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)
@@ -124,7 +127,9 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
                 step(lm, cache, rows[:batch], [pending] * batch, hidden, k)
                 for r in rows[:batch]:
                     cache.crop(r, context)  # every timed step sees the same context
-            out[batch, k] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
+            for mode, graphs in modes.items():
+                lm.model.graphs = graphs
+                out[batch, k, mode] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
     return out
 
 
@@ -165,13 +170,13 @@ def main() -> None:
     llm = engine.config.llm_config
     token_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * \
         torch.finfo(engine.dtype).bits // 8  # K and V of one position, all layers
-    for (batch, k), (sec, keys) in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
+    for (batch, k, mode), (sec, keys) in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
         floor = ""
         if args.bandwidth:
             kv = keys * token_bytes
             floor = (f"  floor {(weight_bytes + kv) / args.bandwidth / 1e6:6.2f} ms "
                      f"(weights {weight_bytes / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
-        print(f"step batch {batch:2d} k={k}    {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
+        print(f"step batch {batch:2d} k={k} {mode:6s} {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
     print(f"load average          {os.getloadavg()[0]:7.1f}")
 
 

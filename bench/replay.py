@@ -185,10 +185,11 @@ def main() -> None:
     parser.add_argument("--max-active-branches", type=int, default=64, help="per page (scaled by the pages)")
     parser.add_argument("--bandwidth", type=float, default=0.0, help="GB/s for the floor (default: none)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--eager", action="store_true", help="on CUDA, no CUDA graphs (the reference path)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = load_engine(args.model, device=args.device)
+    engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager)
     trace = Trace(tau=args.tau)
     weights = sum(p.numel() * p.element_size() for n, p in engine.model.lm.named_parameters()
                   if "embed_tokens" not in n and not n.startswith("mtp."))

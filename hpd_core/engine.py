@@ -99,6 +99,7 @@ class Engine(Decoding):
         self.name, self.path = name, path
         self.vision_autocast = vision_autocast
         self.lock = threading.Lock()  # one decode at a time per engine (the model is not re-entrant)
+        self.cache: KVCache | None = None
 
     @property
     def device(self) -> torch.device:
@@ -142,9 +143,14 @@ class Engine(Decoding):
     # ---- prompt and prefill -----------------------------------------------------------------
 
     def _new_cache(self) -> KVCache:
-        llm = self.config.llm_config
-        return KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim,
-                       dtype=self.dtype, device=self.device, block_size=16, blocks=64)
+        """The engine's cache, emptied: kept from call to call, so that its pool (and the CUDA
+        graphs captured over it) stays where it is."""
+        if self.cache is None:
+            llm = self.config.llm_config
+            self.cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim,
+                                 dtype=self.dtype, device=self.device, block_size=16, blocks=64)
+        self.cache.reset()
+        return self.cache
 
     @torch.inference_mode()
     def prompt(self, image: Image.Image, prompt: str = "fork") -> tuple[list[int], torch.Tensor, int]:

@@ -10,6 +10,7 @@ written, not with rows x the longest row. A row only ever writes blocks it holds
 1; asserted): a referenced block lies wholly before the fork position, and the parent writes only
 at or after its length. `crop` shortens a row (speculative verification) and frees the blocks past
 its end; `free` drops a row's references, and a block whose count reaches zero is reused.
+`scratch` is one block no row holds, where padded rows of a captured forward write (graphs.py).
 
 A row's shared prefix (`share`): its leading full blocks, attended once per step for all rows that
 hold them (`Layout`), not once per row. The engine marks a page's prompt as the shared prefix of
@@ -61,6 +62,7 @@ class KVCache:
         self.lengths: list[int] = []
         self.shared: list[int] = []       # leading blocks of the row attended as its shared prefix
         self.free_rows: list[int] = []
+        self._scratch: int | None = None
 
     @property
     def blocks(self) -> int:
@@ -68,13 +70,30 @@ class KVCache:
 
     @property
     def blocks_in_use(self) -> int:
-        return self.blocks - len(self.free_blocks)
+        """Blocks held by rows (not the scratch block)."""
+        return self.blocks - len(self.free_blocks) - (self._scratch is not None)
+
+    @property
+    def scratch(self) -> int:
+        """A block that no row holds (reserved on first use): padded rows write there, and padded
+        reads read it, so its contents are finite and never seen by a real row."""
+        if self._scratch is None:
+            self._scratch = self._new_block()
+        return self._scratch
 
     @property
     def token_bytes(self) -> int:
         """Bytes of K and V of one position over all layers."""
         layers, _, _, heads, dim = self.k.shape
         return 2 * layers * heads * dim * self.k.element_size()
+
+    def reset(self) -> None:
+        """Free every row and block (the pool and the scratch block stay where they are)."""
+        self.tables, self.lengths, self.shared, self.free_rows = [], [], [], []
+        self.refs = [0] * self.blocks
+        self.free_blocks = [b for b in range(self.blocks - 1, -1, -1) if b != self._scratch]
+        if self._scratch is not None:
+            self.refs[self._scratch] = 1
 
     # ---- rows -------------------------------------------------------------------------------
 

@@ -7,7 +7,10 @@
 #   bash scripts/bench_gpu.sh hpd          # our engine, the bundled model: modes x k, pages per batch 1/64/512
 #   bash scripts/bench_gpu.sh vllm         # the same on the vllm backend (stock vLLM, CUDA graphs)
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
-#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step, and our replay at 1-512 pages
+#   bash scripts/bench_gpu.sh graphs       # the CUDA-graph tests (tests/test_graphs.py: replay == eager tokens)
+#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs), our replay at
+#                                          # 1/64/512 pages (graphs)
+#   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
 set -uo pipefail
@@ -18,19 +21,23 @@ bench=(python3 -m hpd_tools.bench --device cuda --dtype bfloat16 --inputs "${pag
 real() { [ -e /tmp/hpd-real/model.safetensors ] ||
   python3 -c "from pathlib import Path; from bench.real_dims import write_real_checkpoint; write_real_checkpoint(Path('/tmp/hpd-real'))"; }
 case "${1:-}" in
-  hpd) timeout 560 "${bench[@]}" --pages-per-batch 1,64,512 --repeats 2 --out "$OUT/hpd-tiny-cuda" 2>&1 | tee "$OUT/bench.log" ;;
+  hpd) timeout 560 "${bench[@]}" --pages-per-batch 1,64,512 --out "$OUT/hpd-tiny-cuda" 2>&1 | tee "$OUT/bench.log" ;;
   vllm|vllm-eager|vllm-real) eval "$(bash scripts/vllm_gpu.sh env)" || exit 1 ;;&
-  vllm) timeout 560 "${bench[@]}" --backend vllm --pages-per-batch 1,64,512 --repeats 2 --out "$OUT/bundled-vllm-cuda" \
+  vllm) timeout 560 "${bench[@]}" --backend vllm --pages-per-batch 1,64,512 --out "$OUT/bundled-vllm-cuda" \
           >"$OUT/bench-vllm.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm.log" ;;
   vllm-eager) timeout 560 "${bench[@]}" --backend vllm --vllm-arg enforce_eager=true --pages-per-batch 1 \
                 --out "$OUT/bundled-vllm-cuda-eager" >"$OUT/bench-vllm-eager.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm-eager.log" ;;
+  graphs) timeout 200 python3 -m pytest -p no:cacheprovider tests/test_graphs.py 2>&1 | tee "$OUT/graphs-test.log" ;;
   real) real
-        timeout 150 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
+        timeout 200 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
           --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log"
-        timeout 400 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,16,64,256,512 \
+        timeout 340 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
+  real-eager) real
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
+          --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda-eager.log" ;;
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | real | vllm-real" >&2; exit 2 ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | real-eager | vllm-real" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@ from PIL import Image
 
 from hpd_core import ParseOptions, load_engine
 from hpd_core import reference
+from hpd_core.graphs import DecodeGraphs
 from hpd_core.kv_cache import KVCache
 from tests.tiny import write_checkpoint
 
@@ -107,6 +108,27 @@ def test_pages_decoded_together_match_pages_decoded_alone(engines, baselines):
     together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True, max_new_tokens=BUDGET))
     assert [tokens(r) for r in together] == [tokens(r) for r in alone]
 
+
+@pytest.mark.parametrize("use_mtp", [False, True])
+def test_decode_forwards_padded_to_graph_buckets_give_the_same_tokens(engines, baselines, use_mtp):
+    """What a CUDA graph replays (hpd_core.graphs: rows, groups and key blocks padded to powers of
+    two), run eagerly: serial, batched and pages together equal the unpadded forwards."""
+    pages = [page(0), page(1), page(2)]
+    alone = [engines[0].parse(p, ParseOptions(use_mtp=False, max_new_tokens=BUDGET)) for p in pages]
+    for seed in list(SEEDS)[:15]:
+        engine = engines[seed]
+        engine.model.lm.model.graphs = DecodeGraphs(capture=False)
+        try:
+            for batch_children in (False, True):
+                options = ParseOptions(use_mtp=use_mtp, num_speculative_tokens=3, batch_children=batch_children,
+                                       max_new_tokens=BUDGET)
+                assert tokens(engine.parse(page(seed), options)) == tokens(baselines[seed]), seed
+            if seed == 0:
+                together = engine.parse_batch(pages, ParseOptions(use_mtp=use_mtp, batch_children=True,
+                                                                  max_new_tokens=BUDGET))
+                assert [tokens(r) for r in together] == [tokens(r) for r in alone]
+        finally:
+            engine.model.lm.model.graphs = None
 
 
 class RecordingCache(KVCache):

@@ -163,7 +163,9 @@ class CachedLayer:
 
 
 class Decoder(nn.Module):
-    """`language_model.model`: embeddings, layers, final norm."""
+    """`language_model.model`: embeddings, layers, final norm. With `graphs` (graphs.py), decode
+    forwards over a cache (q <= its `max_q`) run as captured CUDA graphs (or their padded
+    eager twin on the CPU)."""
 
     def __init__(self, cfg: LLMConfig):
         super().__init__()
@@ -171,6 +173,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
+        self.graphs = None
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 rows: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -181,10 +184,16 @@ class Decoder(nn.Module):
         causal by position within the input, or follows `mask` [B, 1, q, q] (True = may attend;
         training's tree mask).
         """
-        rope = self.rotary(positions, embeds.dtype)
+        if cache is not None and self.graphs is not None and positions.shape[1] <= self.graphs.max_q:
+            return self.graphs.run(self, embeds, positions, cache, rows)
         layout = None if cache is None else cache.layout(rows, positions)  # once per forward, not per layer
         if cache is None and mask is None:
             mask = (positions[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, q]
+        return self.run_layers(embeds, positions, mask, cache, layout)
+
+    def run_layers(self, embeds, positions, mask, cache: KVCache | None, layout: Layout | None) -> torch.Tensor:
+        """The layers and final norm over a planned forward (what a CUDA graph captures)."""
+        rope = self.rotary(positions, embeds.dtype)
         h = embeds
         with sdpa_kernel(ATTENTION_BACKENDS):
             for i, layer in enumerate(self.layers):

@@ -1,0 +1,133 @@
+"""Decode forwards as CUDA graphs: the decoder's layers over a batch padded to a bucket, captured
+once per bucket and replayed. Eager PyTorch dispatches ~100 kernels a layer, and at the real
+dimensions the host, not the GPU, set a decode step's time (bench/NOTES.md: 25 ms against a
+0.36 ms bandwidth floor at batch 1).
+
+A bucket rounds each dimension of a forward's `Layout` up to a power of two: rows B, rest blocks
+S, prefix groups G, rows per group R and prefix blocks P; q (1 + drafts) stays exact. Padding
+never changes a real row's result:
+- padded rows write only the cache's scratch block, read only it, and are dropped;
+- padded rest keys lie past every query of their row (masked), padded prefix keys are not valid;
+- a padded group attends to one scratch key, so no row computes a softmax over nothing (a NaN).
+So the real rows see the same keys with the same weights; only the reduction shapes differ.
+
+On the CPU (`capture=False`) the same padded forward runs eagerly: the exactness tests check it
+against the unpadded one. A graph holds the KV pool's address: when the pool grows (or another
+cache comes), the graphs are dropped and captured again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from hpd_core.kv_cache import KVCache, Layout
+
+
+def up(n: int) -> int:
+    """The power of two >= n (0 stays 0)."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+@dataclass(frozen=True)
+class Bucket:
+    rows: int
+    q: int
+    rest: int      # rest blocks per row
+    groups: int
+    members: int   # rows per group
+    prefix: int    # prefix blocks per group
+
+    @staticmethod
+    def of(layout: Layout) -> Bucket:
+        groups, members = layout.group_rows.shape
+        return Bucket(up(layout.positions.shape[0]), layout.positions.shape[1], up(layout.rest_blocks.shape[1]),
+                      up(groups), up(members), up(layout.prefix_blocks.shape[1]))
+
+
+def pad_rows(x: torch.Tensor, rows: int, value) -> torch.Tensor:
+    """x [B, ...] -> [rows, ...], new rows filled with `value` (a scalar or a row)."""
+    extra = x.new_empty((rows - x.shape[0], *x.shape[1:]))
+    extra[:] = value
+    return torch.cat([x, extra])
+
+
+def pad_cols(x: torch.Tensor, cols: int, value) -> torch.Tensor:
+    """x [N, C] -> [N, cols], new columns filled with `value`."""
+    return torch.cat([x, x.new_full((x.shape[0], cols - x.shape[1]), value)], 1)
+
+
+def pad_layout(layout: Layout, bucket: Bucket, scratch: int, block_size: int) -> Layout:
+    """The layout with padded rows, groups and columns (module docstring)."""
+    b, q = layout.positions.shape
+    device = layout.positions.device
+    own = torch.arange(q, device=device)
+    positions = pad_rows(layout.positions, bucket.rows, own)              # padded rows: queries 0..q-1
+    slots = pad_rows(layout.slots.view(b, q), bucket.rows, scratch * block_size + own).flatten()
+    rest_blocks = pad_rows(pad_cols(layout.rest_blocks, bucket.rest, scratch), bucket.rows, scratch)
+    first = pad_rows(layout.rest_positions[:, :1], bucket.rows, 0)        # each row's first rest position
+    rest_positions = first + torch.arange(bucket.rest * block_size, device=device)
+    prefix_blocks = pad_rows(pad_cols(layout.prefix_blocks, bucket.prefix, scratch), bucket.groups, scratch)
+    lone = torch.arange(bucket.prefix * block_size, device=device) == 0  # a padded group's one key
+    prefix_valid = pad_rows(pad_cols(layout.prefix_valid, bucket.prefix * block_size, False), bucket.groups, lone)
+    group_rows = pad_rows(pad_cols(layout.group_rows, bucket.members, 0), bucket.groups, 0)
+    return Layout(slots, positions, rest_blocks, rest_positions, prefix_blocks, prefix_valid, group_rows,
+                  pad_rows(layout.row_group, bucket.rows, -1), pad_rows(layout.row_slot, bucket.rows, 0))
+
+
+@dataclass
+class Captured:
+    """One bucket's graph and the static tensors it reads and writes."""
+    graph: torch.cuda.CUDAGraph
+    embeds: torch.Tensor
+    layout: Layout
+    out: torch.Tensor
+
+
+class DecodeGraphs:
+    """`Decoder.graphs`: decode forwards of at most `max_q` positions a row, padded to buckets and,
+    with `capture`, run as CUDA graphs."""
+
+    def __init__(self, capture: bool, max_q: int = 16):
+        self.capture, self.max_q = capture, max_q
+        self.graphs: dict[Bucket, Captured] = {}
+        self.pool_key: tuple | None = None
+        self.memory = torch.cuda.graph_pool_handle() if capture else None
+
+    def run(self, decoder, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+            rows: list[int]) -> torch.Tensor:
+        """Post-norm hidden states [B, q, H], as `Decoder.forward` with a cache."""
+        layout = cache.layout(rows, positions)  # reserves blocks: the pool may grow here
+        bucket = Bucket.of(layout)
+        padded = pad_layout(layout, bucket, cache.scratch, cache.block_size)
+        embeds = pad_rows(embeds, bucket.rows, 0)
+        b = len(rows)
+        if not self.capture:
+            return decoder.run_layers(embeds, padded.positions, None, cache, padded)[:b]
+        key = (id(cache), cache.k.data_ptr(), cache.k.shape)
+        if key != self.pool_key:
+            self.graphs.clear()
+            self.pool_key = key
+        captured = self.graphs.get(bucket)
+        if captured is None:
+            captured = self.graphs[bucket] = self._capture(decoder, cache, embeds, padded)
+        else:
+            captured.embeds.copy_(embeds)
+            for f in fields(Layout):
+                getattr(captured.layout, f.name).copy_(getattr(padded, f.name))
+        captured.graph.replay()
+        return captured.out[:b].clone()
+
+    def _capture(self, decoder, cache: KVCache, embeds: torch.Tensor, layout: Layout) -> Captured:
+        """Capture the forward over these (static from now on) inputs. The warm-up run on a side
+        stream, which capture requires, writes the same keys the replay writes."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            decoder.run_layers(embeds, layout.positions, None, cache, layout)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.memory):
+            out = decoder.run_layers(embeds, layout.positions, None, cache, layout)
+        return Captured(graph, embeds, layout, out)
