@@ -2,17 +2,22 @@
 # Stock vLLM 0.26.0 on the lent H200, which has no internet (shared/VLLM_NOTES.md, section GPU).
 # Status: run on the lent H200 on 2026-12-01 (twice: the machine went cold between two calls once); ~150 s
 # of device time for the 8 calls, 60 s of it the install (bench/NOTES.md, "the vLLM backend on the H200").
+# .vllm-gpu/ was lost with the old machine; `prepare` rebuilt it here on 2026-12-02 (87 wheels, 48.3 MiB,
+# its local check clean), not yet installed on the H200.
 # Runs ON the device, from the repo root there:
 #   bash scripts/vllm_gpu.sh piece PATH...   # move carried pieces / wheel folders to /tmp/vllm-gpu
 #   bash scripts/vllm_gpu.sh install         # reassemble, verify, install into /tmp/vllm-site
 #   eval "$(bash scripts/vllm_gpu.sh env)"   # then run vLLM (PYTHONPATH, VLLM_* variables)
 #   bash scripts/vllm_gpu.sh check           # what the install's requirements find there (install runs it)
-# What travels is prepared here, in .vllm-gpu/ (ignored by git through .git/info/exclude):
+# Runs here, where PyPI can be reached (~1 min; its check fills ~1 GB of /tmp for a while):
+#   bash scripts/vllm_gpu.sh prepare         # rebuild .vllm-gpu/ below from PyPI alone, then check it
+# What travels is prepared here by `bash scripts/vllm_gpu.sh prepare`, in .vllm-gpu/ (ignored by git
+# through .git/info/exclude, which prepare sees to):
 #   .vllm-gpu/vllm/part-aa .. part-ag  vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl (303.7 MB) cut
 #                                      by `split -b 44m`; SHA256 (its hash) and PARTS (name, size)
-#   .vllm-gpu/wheels1/                 the 88 small wheels for CPython 3.12 (47.4 MiB) + SHA256SUMS
-#   .vllm-gpu/check_wheels.py          the local check (pieces, tags, duplicates, requirements);
-#   .vllm-gpu/resolve.py               how wheels1 was resolved (METADATA Requires-Dist closure)
+#   .vllm-gpu/wheels1/                 the 87 small wheels for CPython 3.12 (48.3 MiB) + SHA256SUMS:
+#                                      scripts/vllm_wheels.py resolves them (the Requires-Dist closure
+#                                      less the image) and checks them with vllm in a pip --target
 # The image already has torch 2.11.0+cu130, torchvision 0.26.0, transformers 5.17 and the rest
 # (KINDS.md); vLLM's CUDA-kernel extras (flashinfer, tilelang, quack, tokenspeed-mla, humming,
 # PyNvVideoCodec, torchcodec, fastsafetensors, nvidia-cutlass-dsl, nvidia-cudnn-frontend) are not
@@ -22,7 +27,7 @@
 # `bash scripts/device_tree.sh light .vllm-gpu/wheels1` (about 4.1 MiB of tree; the weights go aside
 # until `bash scripts/device_tree.sh back`). Chain them: the machine stays warm only ~30 s after a
 # call, and a fresh machine has lost /tmp/vllm-gpu (then start again at call 1).
-#   call 1  carry .vllm-gpu/wheels1 .vllm-gpu/vllm/SHA256 .vllm-gpu/vllm/PARTS     (~51.6 MiB)
+#   call 1  carry .vllm-gpu/wheels1 .vllm-gpu/vllm/SHA256 .vllm-gpu/vllm/PARTS     (~52.5 MiB)
 #           bash scripts/vllm_gpu.sh piece .vllm-gpu/wheels1 .vllm-gpu/vllm/SHA256 .vllm-gpu/vllm/PARTS
 #   call 2  carry .vllm-gpu/vllm/part-aa   bash scripts/vllm_gpu.sh piece .vllm-gpu/vllm/part-aa   (~48.1 MiB)
 #   call 3..7  likewise part-ab, part-ac, part-ad, part-ae, part-af                             (~48.1 MiB each)
@@ -98,14 +103,15 @@ case "${1:-}" in
     echo "export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_ENABLE_V1_MULTIPROCESSING=0" ;;
   check)
     # Every Requires-Dist of what $site holds (extras followed where asked for), against this
-    # machine's Python with $site first: what is unmet or was left out on purpose.
-    PYTHONPATH=$site python3 - "$site" <<'PY'
+    # machine's Python with $site first: what is unmet or was left out on purpose (LEFT_OUT and
+    # WAIVED of scripts/vllm_wheels.py).
+    PYTHONPATH=$site python3 - "$site" "$(dirname "$0")" <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name as canon
 site = sys.argv[1]
-left_out = {"flashinfer-python", "tilelang", "quack-kernels", "tokenspeed-mla", "humming-kernels",
-            "pynvvideocodec", "torchcodec", "fastsafetensors", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend"}
+sys.path.append(sys.argv[2])
+from vllm_wheels import LEFT_OUT, WAIVED  # as prepare resolved wheels1
 dists = {canon(d.metadata["Name"]): d for d in md.distributions(path=[site])}
 unmet, waived, todo, seen = [], [], [(n, frozenset()) for n in ["vllm"]], set()
 while todo:
@@ -126,8 +132,8 @@ while todo:
             todo.append((m, frozenset(r.extras)))
         if v is not None and r.specifier.contains(v, prereleases=True):
             continue
-        (waived if m in left_out or (n, m) in {("vllm", "apache-tvm-ffi"), ("mistral-common", "numpy")}
-         else unmet).append(f"{n} needs {line} -> {v or 'absent'}")
+        (waived if m in LEFT_OUT or (n, m) in WAIVED else unmet).append(
+            f"{n} needs {line} -> {v or 'absent'}")
 shadow = [f"{k} {dists[k].version}" for k in sorted(dists)
           if any(canon(d.metadata["Name"]) == k and str(d._path).find(site) < 0 for d in md.distributions())]
 print(f"check: {len(dists)} distributions in {site}")
@@ -138,5 +144,21 @@ print("UNMET:", *unmet, sep="\n  ") if unmet else print("UNMET: none")
 sys.exit(1 if unmet else 0)
 PY
     ;;
-  *) echo "usage: $0 piece PATH... | install | env | check" >&2; exit 2 ;;
+  prepare)
+    cd "$(dirname "$0")/.."
+    exclude=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$exclude")"
+    grep -qsx /.vllm-gpu/ "$exclude" || echo /.vllm-gpu/ >>"$exclude"
+    export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS=  # PyPI alone: not this machine's pip.conf indexes
+    rm -rf .vllm-gpu/vllm
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --platform manylinux_2_28_x86_64 -d .vllm-gpu/vllm vllm==0.26.0
+    python3 scripts/vllm_wheels.py resolve ".vllm-gpu/vllm/$wheel" .vllm-gpu/wheels1
+    python3 scripts/vllm_wheels.py check ".vllm-gpu/vllm/$wheel" .vllm-gpu/wheels1
+    (cd .vllm-gpu/wheels1 && sha256sum *.whl >SHA256SUMS)
+    (cd .vllm-gpu/vllm && sha256sum "$wheel" >SHA256 && split -b 44m "$wheel" part- &&
+       stat -c '%n %s' part-* >PARTS && rm "$wheel")  # install reassembles it
+    cat .vllm-gpu/vllm/PARTS
+    du -ch .vllm-gpu/wheels1 .vllm-gpu/vllm/SHA256 .vllm-gpu/vllm/PARTS | tail -1 ;;  # call 1 carries these
+  *) echo "usage: $0 piece PATH... | install | env | check | prepare" >&2; exit 2 ;;
 esac
