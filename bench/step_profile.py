@@ -1,12 +1,14 @@
 """Where one decode step of the bundled model spends its time, by batch size.
 
-    python -m bench.step_profile [--device cuda] [--batches 1,16,64,256] [--context 2000]
+    python -m bench.step_profile [--model PATH] [--device cuda] [--batches 1,16,64,256] [--context 2000]
     python -m bench.step_profile [--device cuda] --engine PAGE.png --batches 64 [--tokens 100]
 
 Times `speculative.step` (greedy, k=0) on rows forked from one page row of `context` prompt
 positions (its shared prefix, as in the engine), then prints the
-top operators of three steps by device time (CUDA) or CPU time: the evidence for what bounds
-a decode step (kernel launches, attention, matmuls) in bench/NOTES.md. With `--engine`, the
+top operators of three steps by device time (CUDA) or CPU time and the host functions by own
+time: the evidence for what bounds a decode step (kernel launches, attention, matmuls, the
+host's bookkeeping) in bench/NOTES.md. On CUDA the step replays CUDA graphs (load_engine's
+default). With `--engine`, the
 whole engine instead: `parse_batch` of that page repeated, plain AR, under cProfile (host
 functions by own time) and the torch profiler.
 """
@@ -29,13 +31,14 @@ from hpd_core.speculative import step
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", help="checkpoint folder (default: the bundled model)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batches", default="1,16,64,256")
     parser.add_argument("--context", type=int, default=2000)
     parser.add_argument("--engine", help="a page image: profile parse_batch of it instead of one step")
     parser.add_argument("--tokens", type=int, default=100, help="--engine: max_new_tokens")
     args = parser.parse_args()
-    engine = load_engine(None, device=args.device)
+    engine = load_engine(args.model, device=args.device)
     if args.engine:
         return profile_engine(engine, args)
     lm, llm = engine.model.lm, engine.config.llm_config
@@ -59,10 +62,14 @@ def main() -> None:
                 one_step()
             sync()
             print(f"batch {batch}: {(time.perf_counter() - start) * 100:.2f} ms per step", flush=True)
+            host = cProfile.Profile()
             with torch.profiler.profile() as prof:
+                host.enable()
                 for _ in range(3):
                     one_step()
+                host.disable()
         print(prof.key_averages().table(sort_by=sort_key(args.device), row_limit=10), flush=True)
+        pstats.Stats(host).sort_stats("tottime").print_stats(12)
 
 
 def sort_key(device: str) -> str:

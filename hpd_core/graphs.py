@@ -93,7 +93,7 @@ class DecodeGraphs:
         self.capture, self.max_q = capture, max_q
         self.graphs: dict[Bucket, Captured] = {}
         self.pool_key: tuple | None = None
-        self.memory = torch.cuda.graph_pool_handle() if capture else None
+        self.memory = None  # the graphs' shared memory pool, made with the first graph
 
     def run(self, decoder, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache,
             rows: list[int]) -> torch.Tensor:
@@ -106,9 +106,9 @@ class DecodeGraphs:
         if not self.capture:
             return decoder.run_layers(embeds, padded.positions, None, cache, padded)[:b]
         key = (id(cache), cache.k.data_ptr(), cache.k.shape)
-        if key != self.pool_key:
+        if key != self.pool_key:  # another pool: new graphs in a new memory pool (the old one goes with them)
             self.graphs.clear()
-            self.pool_key = key
+            self.pool_key, self.memory = key, torch.cuda.graph_pool_handle()
         captured = self.graphs.get(bucket)
         if captured is None:
             captured = self.graphs[bucket] = self._capture(decoder, cache, embeds, padded)
