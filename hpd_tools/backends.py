@@ -91,5 +91,6 @@ def engine_of(args: argparse.Namespace, options: ParseOptions):
     except (ModuleNotFoundError, ConnectionError, ValueError) as err:  # no vLLM, no server, --vllm-server alone
         raise UsageError(str(err)) from err
     if options.use_mtp and not engine.info.mtp:
-        raise UsageError(f"{engine.info.name} has no P-MTP head; pass --no-mtp")
+        raise UsageError(f"{engine.info.name} offers no P-MTP drafts (no head, or a backend without them "
+                         "here: docs/serving.md); pass --no-mtp")
     return engine

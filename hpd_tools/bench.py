@@ -398,7 +398,8 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
         engine = open_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None,
                              **backend_options(args))
         if not engine.info.mtp:
-            raise ValueError(f"{engine.info.name} has no P-MTP head; hpd-bench compares MTP on and off")
+            raise ValueError(f"{engine.info.name} offers no P-MTP drafts (no head, or a backend without them "
+                             "here: docs/serving.md); hpd-bench compares MTP on and off")
         pages, described = load_bench_pages(args)
     except (ValueError, ModelNotFound) as err:  # DocumentError is a ValueError
         parser.error(f"--inputs: {err}" if isinstance(err, DocumentError) else str(err))

@@ -73,6 +73,18 @@ def llm_arguments(device: torch.device, given: dict) -> dict:
     return {**defaults, **given}
 
 
+def mtp_refusal(server: bool, device: torch.device) -> str | None:
+    """Why P-MTP drafts cannot run on this backend here, or None where they can."""
+    if server:
+        return ("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a prompt sent as "
+                "embeddings (hpd_vllm/remote.py); decode with use_mtp off")
+    if device.type == "cuda":
+        return ("use_mtp is not available on vLLM's CUDA build: with drafts vLLM 0.26 wrote wrong pages on the "
+                "H200 (cut short from 64 pages a batch; bench/NOTES.md); decode with use_mtp off, or use the "
+                "in-process engine (--backend hpd)")
+    return None
+
+
 def set_environment() -> None:
     for name, value in VLLM_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
@@ -160,8 +172,9 @@ class VLLMEngine(Decoding):
         if self.server is not None:
             return EngineInfo(f"{base.name} on the vLLM server at {self.server.url}", base.path, base.device,
                               base.dtype, base.parameters, False, base.vision_dtype)
+        drafts = base.mtp and self.folders.draft is not None and mtp_refusal(False, self.hpd.device) is None
         return EngineInfo(f"{base.name} on vLLM {vllm.__version__}", base.path, base.device, base.dtype,
-                          base.parameters, base.mtp and self.folders.draft is not None, base.vision_dtype)
+                          base.parameters, drafts, base.vision_dtype)
 
     def engine(self, drafts: int):
         """What runs the requests: the server, or the in-process `LLM`'s engine for `drafts`."""
@@ -182,9 +195,9 @@ class VLLMEngine(Decoding):
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:
         """Events of decoding `pages`; serial fork mode decodes them one after another."""
-        if options.use_mtp and self.server is not None:
-            raise ValueError("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a "
-                             "prompt sent as embeddings (hpd_vllm/remote.py); decode with use_mtp off")
+        refusal = options.use_mtp and mtp_refusal(self.server is not None, self.hpd.device)
+        if refusal:
+            raise ValueError(refusal)
         if options.use_mtp and not self.info.mtp:
             raise ValueError("use_mtp needs a P-MTP head, and this checkpoint has none")
         images = [as_image(p) for p in pages]

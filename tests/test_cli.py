@@ -123,7 +123,7 @@ def test_usage_errors_exit_2(model, folder, tmp_path, capsys):
     assert main([str(folder), "-o", str(out), "--model", str(tmp_path / "nowhere")]) == 2
     assert "no model folder" in capsys.readouterr().err
     assert main([str(folder), "-o", str(out), "--model", no_mtp]) == 2
-    assert "has no P-MTP head; pass --no-mtp" in capsys.readouterr().err
+    assert "offers no P-MTP drafts (no head" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
     assert parse(model, folder, "-o", tmp_path / "file") == 2
     with pytest.raises(SystemExit) as exit_:
