@@ -73,15 +73,19 @@ def llm_arguments(device: torch.device, given: dict) -> dict:
     return {**defaults, **given}
 
 
-def mtp_refusal(server: bool, device: torch.device) -> str | None:
+def mtp_refusal(server: bool, device: torch.device, llm_kwargs: dict) -> str | None:
     """Why P-MTP drafts cannot run on this backend here, or None where they can."""
     if server:
         return ("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a prompt sent as "
                 "embeddings (hpd_vllm/remote.py); decode with use_mtp off")
-    if device.type == "cuda":
+    if device.type == "cuda" and llm_kwargs.get("async_scheduling") is not False:
+        # vLLM 0.26 schedules EAGLE asynchronously on CUDA, and that path verifies drafts of
+        # prompt-embedding requests on stale embedding rows (fixed upstream by vLLM PR #57356);
+        # the synchronous path is the likely workaround, not yet run (bench/NOTES.md).
         return ("use_mtp is not available on vLLM's CUDA build: with drafts vLLM 0.26 wrote wrong pages on the "
-                "H200 (cut short from 64 pages a batch; bench/NOTES.md); decode with use_mtp off, or use the "
-                "in-process engine (--backend hpd)")
+                "H200 (cut short from 64 pages a batch; bench/NOTES.md); decode with use_mtp off, use the "
+                "in-process engine (--backend hpd), or try --vllm-arg async_scheduling=false (the likely fix, "
+                "not yet measured)")
     return None
 
 
@@ -172,7 +176,8 @@ class VLLMEngine(Decoding):
         if self.server is not None:
             return EngineInfo(f"{base.name} on the vLLM server at {self.server.url}", base.path, base.device,
                               base.dtype, base.parameters, False, base.vision_dtype)
-        drafts = base.mtp and self.folders.draft is not None and mtp_refusal(False, self.hpd.device) is None
+        drafts = (base.mtp and self.folders.draft is not None
+                  and mtp_refusal(False, self.hpd.device, self.llm_kwargs) is None)
         return EngineInfo(f"{base.name} on vLLM {vllm.__version__}", base.path, base.device, base.dtype,
                           base.parameters, drafts, base.vision_dtype)
 
@@ -195,7 +200,7 @@ class VLLMEngine(Decoding):
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:
         """Events of decoding `pages`; serial fork mode decodes them one after another."""
-        refusal = options.use_mtp and mtp_refusal(self.server is not None, self.hpd.device)
+        refusal = options.use_mtp and mtp_refusal(self.server is not None, self.hpd.device, self.llm_kwargs)
         if refusal:
             raise ValueError(refusal)
         if options.use_mtp and not self.info.mtp:

@@ -295,9 +295,10 @@ def test_vllm_arguments_on_cuda_fix_the_kv_cache_unless_the_caller_sizes_it(monk
 
 def test_p_mtp_is_refused_where_vllm_writes_wrong_pages_with_it_and_allowed_in_process_on_the_cpu():
     from hpd_vllm.backend import mtp_refusal
-    assert mtp_refusal(False, torch.device("cpu")) is None
-    assert "vLLM's CUDA build" in mtp_refusal(False, torch.device("cuda"))
-    assert "through a vLLM server" in mtp_refusal(True, torch.device("cpu"))
+    assert mtp_refusal(False, torch.device("cpu"), {}) is None
+    assert "vLLM's CUDA build" in mtp_refusal(False, torch.device("cuda"), {})
+    assert mtp_refusal(False, torch.device("cuda"), {"async_scheduling": False}) is None  # the likely fix
+    assert "through a vLLM server" in mtp_refusal(True, torch.device("cpu"), {})
 
 
 # ---- a `vllm serve` process running the language model (hpd_vllm/remote.py) -------------------
