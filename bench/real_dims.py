@@ -119,6 +119,7 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
     h = torch.zeros(llm.hidden_size, dtype=engine.dtype, device=engine.device)
     pending = 5
     modes = {"eager": None} | ({"graphs": DecodeGraphs(capture=True)} if engine.device.type == "cuda" else {})
+    engine_graphs = lm.model.graphs
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)
@@ -130,6 +131,7 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
             for mode, graphs in modes.items():
                 lm.model.graphs = graphs
                 out[batch, k, mode] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
+    lm.model.graphs = engine_graphs
     return out
 
 

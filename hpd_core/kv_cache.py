@@ -56,13 +56,8 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
-        self.refs = [0] * blocks
-        self.free_blocks = list(range(blocks - 1, -1, -1))
-        self.tables: list[list[int]] = []
-        self.lengths: list[int] = []
-        self.shared: list[int] = []       # leading blocks of the row attended as its shared prefix
-        self.free_rows: list[int] = []
         self._scratch: int | None = None
+        self.reset()
 
     @property
     def blocks(self) -> int:
@@ -89,7 +84,10 @@ class KVCache:
 
     def reset(self) -> None:
         """Free every row and block (the pool and the scratch block stay where they are)."""
-        self.tables, self.lengths, self.shared, self.free_rows = [], [], [], []
+        self.tables: list[list[int]] = []
+        self.lengths: list[int] = []
+        self.shared: list[int] = []       # leading blocks of the row attended as its shared prefix
+        self.free_rows: list[int] = []
         self.refs = [0] * self.blocks
         self.free_blocks = [b for b in range(self.blocks - 1, -1, -1) if b != self._scratch]
         if self._scratch is not None:

@@ -43,5 +43,5 @@ case "${1:-}" in
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | vllm-sync | graphs | real | real-eager | vllm-real" >&2; exit 2 ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | real-eager | vllm-real" >&2; exit 2 ;;
 esac

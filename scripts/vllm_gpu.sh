@@ -3,7 +3,7 @@
 # Status: run on the lent H200 on 2026-12-01 (twice: the machine went cold between two calls once); ~150 s
 # of device time for the 8 calls, 60 s of it the install (bench/NOTES.md, "the vLLM backend on the H200").
 # .vllm-gpu/ was lost with the old machine; `prepare` rebuilt it here on 2026-12-02 (87 wheels, 48.3 MiB,
-# its local check clean), not yet installed on the H200.
+# its local check clean), and it installed on the H200 that day in 8 calls ("UNMET: none", pip 11 s).
 # Runs ON the device, from the repo root there:
 #   bash scripts/vllm_gpu.sh piece PATH...   # move carried pieces / wheel folders to /tmp/vllm-gpu
 #   bash scripts/vllm_gpu.sh install         # reassemble, verify, install into /tmp/vllm-site
