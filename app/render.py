@@ -60,6 +60,7 @@ mark.hpd-draft { background: #fde68a; color: #111827; border-radius: 2px; paddin
 .hpd-compare td:first-child, .hpd-compare th:first-child { text-align: left; }
 .hpd-verdict { font-size: 1.1em; font-weight: 700; margin: 6px 0; }
 .hpd-verdict.ok { color: #15803d; } .hpd-verdict.bad { color: #b91c1c; }
+.hpd-verdict .why { font-size: 0.8em; font-weight: 400; }
 .hpd-diff { font-family: ui-monospace, monospace; font-size: 0.82em; white-space: pre-wrap; max-height: 360px;
             overflow-y: auto; border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 6px; }
 .hpd-page { position: relative; line-height: 0; }
@@ -239,7 +240,10 @@ def _verdict(comparison: Comparison) -> str:
         n = len(comparison.a.blocks)
         return (f'<div class="hpd-verdict ok" data-match="exact">✓ Exact match: identical output '
                 f'({len(comparison.a.text):,} characters, {n} blocks)</div>')
-    return '<div class="hpd-verdict bad" data-match="differs">✗ The outputs differ (diff below)</div>'
+    why = (f'<span class="why">: in {esc(comparison.dtype)} a k+1-token verify or a batched forward rounds '
+           f'differently from a one-token step, so a near-tie can flip the greedy argmax; run with --dtype float32 '
+           f'for the token-for-token check</span>' if comparison.rounding else "")
+    return f'<div class="hpd-verdict bad" data-match="differs">✗ The outputs differ (diff below){why}</div>'
 
 
 def diff_html(comparison: Comparison) -> str:

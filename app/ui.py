@@ -547,7 +547,7 @@ class Handlers:
         page = page_or_error(path, number, dpi, password, self.limits)
         base = options_or_error(options)
         c = self.compare_panel
-        variants = MODES[mode]
+        variants = MODES[mode].variants
         shown = {side.title: f"### {name}: {v.name}" for name, side, v in zip("AB", (c.a, c.b), variants)}
         yield {c.summary: "", c.diff: "", **shown, **{part: "" for side in (c.a, c.b) for part in side[1:]}}
         results = []
@@ -566,7 +566,7 @@ class Handlers:
             if results[-1].cancelled:
                 yield {c.status: status_html("Comparison stopped.", "error"), **shown}
                 return
-        comparison = Comparison(*results)
+        comparison = Comparison(*results, self.engine.info.dtype, MODES[mode].same_tokens)
         yield {c.status: status_html(f"Compared on page {page.number} of {page.source}.", "done"), **shown,
                c.summary: comparison_html((variants[0].name, variants[1].name), comparison),
                c.diff: diff_html(comparison)}

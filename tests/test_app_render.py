@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from app.boxes import MAX_SIDE, image_uri, page_html
-from app.comparison import Comparison
+from app.comparison import MODES, Comparison
 from app.downloads import safe_stem
 from app.examples import examples
 from app.latex import katex_markdown
@@ -142,24 +142,51 @@ def _result(text: str, wall: float, forwards: int) -> ParseResult:
     return ParseResult(text, [], "", Stats(wall_seconds=wall, forwards=forwards), (10, 10))
 
 
-def test_comparison_reports_speedup_and_exact_match():
+HELLO = "<BLOCK>title [1,2,3,4]<CHILD>Hello<BLOCK>text [1,2,3,4]<CHILD>same"
+HALLO = "<BLOCK>title [1,2,3,4]<CHILD>Hallo<BLOCK>text [1,2,3,4]<CHILD>same"
+ROUNDING = "rounds differently from a one-token step"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_comparison_reports_speedup_and_exact_match(dtype):
     a, b = _result("<BLOCK>text [1,2,3,4]<CHILD>same", 4.0, 100), _result("<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 20)
-    comparison = Comparison(a, b)
+    comparison = Comparison(a, b, dtype, same_tokens=True)
     assert comparison.exact and comparison.speedup == 4.0 and comparison.forward_ratio == 5.0
     html = comparison_html(("MTP off", "MTP on"), comparison)
-    assert 'data-match="exact"' in html and "4.00×" in html
+    assert 'data-match="exact"' in html and "✓ Exact match" in html and "4.00×" in html and ROUNDING not in html
     assert diff_html(comparison) == ""
 
 
 def test_comparison_shows_a_diff_when_outputs_differ():
-    a = _result("<BLOCK>title [1,2,3,4]<CHILD>Hello<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 10)
-    b = _result("<BLOCK>title [1,2,3,4]<CHILD>Hallo<BLOCK>text [1,2,3,4]<CHILD>same", 1.0, 10)
-    comparison = Comparison(a, b)
+    comparison = Comparison(_result(HELLO, 1.0, 10), _result(HALLO, 1.0, 10), "float32", same_tokens=True)
     assert not comparison.exact
     assert 'data-match="differs"' in comparison_html(("A", "B"), comparison)
     diff = diff_html(comparison)
     assert '<div class="del">-&lt;BLOCK&gt;title [1,2,3,4]&lt;CHILD&gt;Hello</div>' in diff
     assert '<div class="add">+&lt;BLOCK&gt;title [1,2,3,4]&lt;CHILD&gt;Hallo</div>' in diff
+
+
+def test_mtp_and_batching_promise_the_same_tokens_and_plain_vs_fork_does_not():
+    assert {name for name, mode in MODES.items() if mode.same_tokens} == {"MTP off vs on", "children serial vs batched"}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_difference_in_reduced_precision_names_the_dtype_and_the_float32_check(dtype):
+    html = comparison_html(("A", "B"), Comparison(_result(HELLO, 1.0, 10), _result(HALLO, 1.0, 10), dtype, True))
+    [verdict] = re.findall(r'<div class="hpd-verdict bad" data-match="differs">(.*?)</div>', html)
+    assert verdict.startswith("✗ The outputs differ (diff below)")
+    assert f"in {dtype} a k+1-token verify or a batched forward {ROUNDING}" in verdict
+    assert "near-tie can flip the greedy argmax" in verdict and "--dtype float32" in verdict
+
+
+@pytest.mark.parametrize("dtype, same_tokens", [("float32", True), ("float64", True), ("", True),
+                                                ("bfloat16", False)])  # "": a server that does not say
+def test_a_difference_rounding_cannot_explain_is_shown_bare(dtype, same_tokens):
+    """In float32 MTP or batching changing a token is a bug; plain vs fork decode other prompts."""
+    comparison = Comparison(_result(HELLO, 1.0, 10), _result(HALLO, 1.0, 10), dtype, same_tokens)
+    assert not comparison.rounding
+    assert ('<div class="hpd-verdict bad" data-match="differs">✗ The outputs differ (diff below)</div>'
+            in comparison_html(("A", "B"), comparison))
 
 
 class _View:
