@@ -17,7 +17,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="hpd-demo", description=__doc__)
     parser.add_argument("--model", default=None,
-                        help="checkpoint folder or Hugging Face repo id (default: the bundled model)")
+                        help="bundled model (hpd-tiny, hpd-tiny-docs), checkpoint folder or Hugging Face "
+                             "repo id (default: hpd-tiny)")
     parser.add_argument("--server", default=None,
                         help="use an HPD server instead (hpd-serve or the official vLLM build), e.g. "
                              "http://127.0.0.1:8118/v1")

@@ -1,6 +1,9 @@
 """Example documents shown in the app: the supported files in assets/examples/, each with the
-one-line description that `examples.json` beside them gives it (a JSON object {file name: line};
-files it does not name are shown by name). How the synthetic ones were made: `hpd_training/examples.py`."""
+one-line description that `examples.json` beside them gives it and the bundled model that reads it
+(a JSON object {file name: {"description": line, "model": bundled model name}}; files it does not
+name are shown by name, for every model). The app on a bundled model shows the examples that model
+reads; on any other model, all. How the synthetic ones were made: `hpd_training/examples.py`; the
+real pages are first pages of TeX Live documentation (assets/examples/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ DESCRIPTIONS = "examples.json"
 class Example:
     path: Path
     description: str = ""
+    model: str | None = None  # the bundled model that reads it; None: any
 
     @property
     def label(self) -> str:
@@ -31,8 +35,11 @@ def example_files(folder: Path = FOLDER) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
 
 
-def examples(folder: Path = FOLDER) -> list[Example]:
-    """The example files of `folder` with their descriptions."""
+def examples(folder: Path = FOLDER, model: str | None = None) -> list[Example]:
+    """The example files of `folder` with their descriptions; with `model` (a bundled model's
+    name), only those it reads."""
     listed = folder / DESCRIPTIONS
-    descriptions = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else {}
-    return [Example(path, " ".join(str(descriptions.get(path.name, "")).split())) for path in example_files(folder)]
+    entries = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else {}
+    found = [Example(path, " ".join(str(entries.get(path.name, {}).get("description", "")).split()),
+                     entries.get(path.name, {}).get("model")) for path in example_files(folder)]
+    return [e for e in found if model is None or e.model in (None, model)]

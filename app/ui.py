@@ -28,6 +28,7 @@ from app.cache import sweep_leftovers
 from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
 from app.examples import examples
+from hpd_core.loader import bundled_name
 from app.job import ParseJob
 from app.latex import LATEX, katex_markdown
 from app.selection import SELECT_JS, block_of_branch, marked_markdown
@@ -171,12 +172,13 @@ def _parse_tab(engine: Engine):
         with gr.Column(scale=1, min_width=270):
             file = gr.File(label="Document (PDF, PNG, JPEG, WebP, TIFF, BMP)", file_types=FILE_TYPES,
                            type="filepath", elem_id="document")
-            if shown := examples():
+            if shown := examples(model=bundled_name(engine.info.path)):
                 gr.Examples([[str(e.path)] for e in shown], inputs=[file], label="Example documents",
                             example_labels=[e.label for e in shown])
             with gr.Row():
                 page = gr.Slider(1, 2, value=1, step=1, label="Page", visible=False, elem_id="page")
-                dpi = gr.Slider(50, 300, value=DEFAULT_DPI, step=10, label="Render DPI (PDF)", elem_id="dpi")
+                dpi = gr.Slider(50, 300, value=engine.info.render_dpi, step=10, label="Render DPI (PDF)",
+                                elem_id="dpi")
             pages = gr.Textbox(label="Pages to parse", placeholder="empty: the page above; 1-3,7; 5-; all",
                                visible=False, elem_id="pages")
             password = gr.Textbox(label="PDF password", type="password", visible=False, elem_id="password")

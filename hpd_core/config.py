@@ -99,6 +99,7 @@ class HPDConfig:
     child_token_id: int = 151680
     eos_token_id: int = 151645
     pad_token_id: int = 151643
+    render_dpi: float | None = None  # ours: the PDF render resolution it was trained for (None: DEFAULT_DPI)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -142,7 +143,8 @@ class HPDConfig:
         return cls.from_dict(raw)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**self.extra, **{k: v for k, v in asdict(self).items() if k != "extra"}}
+        out = {**self.extra, **{k: v for k, v in asdict(self).items()
+                                if k != "extra" and not (k == "render_dpi" and v is None)}}
         out["vision_config"] = {**self.vision_config.extra, **_plain(self.vision_config)}
         out["llm_config"] = {**self.llm_config.extra, **_plain(self.llm_config)}
         return out

@@ -44,7 +44,8 @@ Source = str | os.PathLike | bytes | bytearray
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")  # Pillow format names we accept
 SUPPORTED = "PDF, PNG, JPEG, WebP, TIFF, BMP"
 BYTES_NAME = "document"  # display name of a source given as bytes
-DEFAULT_DPI = 90  # PDF render resolution of the app, hpd-parse and hpd-eval: what the bundled model reads
+DEFAULT_DPI = 90  # PDF render resolution of the app, hpd-parse and hpd-eval unless the checkpoint's
+# config says (`render_dpi`: 150 for hpd-tiny-docs); what the bundled hpd-tiny reads
 _PDF_HEADER_WINDOW = 1024  # "%PDF-" may follow junk bytes; MuPDF looks this far too
 
 

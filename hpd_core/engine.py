@@ -27,7 +27,7 @@ from PIL import Image
 
 from hpd_core import speculative
 from hpd_core.branch import Branch
-from hpd_core.documents import as_image
+from hpd_core.documents import DEFAULT_DPI, as_image
 from hpd_core.events import (BranchFinished, BranchForked, Event, PageFinished, PageStarted,
                              TokensAppended)
 from hpd_core.grammar import parse_blocks
@@ -49,6 +49,7 @@ class EngineInfo:
     parameters: int
     mtp: bool
     vision_dtype: str = ""  # when the vision tower runs in another dtype (autocast) than `dtype`
+    render_dpi: float = DEFAULT_DPI  # the PDF resolution the checkpoint reads (its config's `render_dpi`)
 
 
 @dataclass
@@ -113,7 +114,8 @@ class Engine(Decoding):
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, self.path, str(self.device), str(self.dtype).removeprefix("torch."),
                           sum(p.numel() for p in self.model.parameters()), self.model.has_mtp,
-                          str(self.vision_autocast or "").removeprefix("torch."))
+                          str(self.vision_autocast or "").removeprefix("torch."),
+                          self.model.config.render_dpi or DEFAULT_DPI)
 
     # ---- public API -------------------------------------------------------------------------
 

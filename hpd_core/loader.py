@@ -15,6 +15,15 @@ from hpd_core.tokenizer import HPDTokenizer
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL = REPO_ROOT / "assets" / "hpd-tiny"
 BUNDLED_MTP = REPO_ROOT / "P-MTP"
+# the bundled models by name: hpd-tiny (the default; large print) and hpd-tiny-docs (the preview
+# that reads real born-digital documents at 150 DPI; its draft head in its own P-MTP/)
+BUNDLED = {"hpd-tiny": (BUNDLED_MODEL, BUNDLED_MTP),
+           "hpd-tiny-docs": (REPO_ROOT / "assets" / "hpd-tiny-docs", REPO_ROOT / "assets" / "hpd-tiny-docs" / "P-MTP")}
+
+
+def bundled_name(path: str | Path) -> str | None:
+    """The name of the bundled model in folder `path`, or None for any other checkpoint."""
+    return next((name for name, (folder, _) in BUNDLED.items() if Path(path) == folder), None)
 
 
 class ModelNotFound(FileNotFoundError):
@@ -22,16 +31,17 @@ class ModelNotFound(FileNotFoundError):
 
 
 def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
-    """(checkpoint folder, P-MTP folder or None) for a path, a hub repo id, or None (bundled;
-    the HPD_MODEL environment variable overrides it)."""
-    source = source or os.environ.get("HPD_MODEL")
-    if source is None:
-        if not (BUNDLED_MODEL / "config.json").is_file():
-            raise ModelNotFound(f"the bundled model is missing from {BUNDLED_MODEL}")
-        return BUNDLED_MODEL, BUNDLED_MTP if (BUNDLED_MTP / "config.json").is_file() else None
+    """(checkpoint folder, P-MTP folder or None) for a path, a bundled model's name (`BUNDLED`),
+    a hub repo id, or None (the bundled hpd-tiny; the HPD_MODEL environment variable overrides it)."""
+    source = source or os.environ.get("HPD_MODEL") or "hpd-tiny"
     path = Path(source).expanduser()
     if path.is_dir():
         return path, None
+    if str(source) in BUNDLED:
+        folder, mtp = BUNDLED[str(source)]
+        if not (folder / "config.json").is_file():
+            raise ModelNotFound(f"the bundled model {source} is missing from {folder}")
+        return folder, mtp if (mtp / "config.json").is_file() else None
     if str(source).count("/") == 1 and not path.exists():
         from huggingface_hub import snapshot_download
         try:
@@ -44,8 +54,9 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
                 dtype: torch.dtype | None = None, vision_bf16: bool | None = None,
                 cuda_graphs: bool = True) -> Engine:
-    """An engine for a checkpoint folder, a hub repo id (e.g. PaddlePaddle/HPD-Parsing), or,
-    with None, the bundled model. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise.
+    """An engine for a checkpoint folder, a bundled model's name (hpd-tiny, hpd-tiny-docs), a hub
+    repo id (e.g. PaddlePaddle/HPD-Parsing), or, with None, the bundled hpd-tiny. fp32 on CPU, bf16
+    on CUDA unless `dtype` says otherwise.
     `vision_bf16`: an fp32 model runs its vision tower in bf16 autocast (2.6x faster on a CPU
     with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
     `cuda_graphs`: on CUDA, decode forwards run as captured CUDA graphs (`hpd_core.graphs`; the
@@ -57,7 +68,7 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     hpd = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
     if cuda_graphs and torch.device(device).type == "cuda":
         hpd.lm.model.graphs = DecodeGraphs(capture=True)
-    name = "bundled hpd-tiny" if folder == BUNDLED_MODEL else folder.name
+    name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()
     autocast = torch.bfloat16 if vision_bf16 and dtype == torch.float32 else None

@@ -74,7 +74,8 @@ def backend_options(args: argparse.Namespace) -> dict:
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """--model / --server / --served-model-name, shared by hpd-parse and hpd-eval."""
-    parser.add_argument("--model", help="checkpoint folder or hub repo id (default: the bundled model)")
+    parser.add_argument("--model", help="bundled model (hpd-tiny, hpd-tiny-docs), checkpoint folder or hub "
+                                          "repo id (default: hpd-tiny)")
     parser.add_argument("--server", help="use an HPD server instead (hpd-serve or the official vLLM build), "
                                          "e.g. http://127.0.0.1:8118/v1")
     parser.add_argument("--served-model-name", default="HPD-Parsing", help="model name on --server")

@@ -338,7 +338,8 @@ def int_list(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpd-bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="checkpoint folder or hub repo id (default: the bundled model)")
+    parser.add_argument("--model", help="bundled model (hpd-tiny, hpd-tiny-docs), checkpoint folder or hub "
+                                          "repo id (default: hpd-tiny)")
     add_backend_argument(parser, vllm_server=False)  # it measures MTP on and off, which a server cannot
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--pages", type=int, default=2, help="synthetic dense pages (default 2)")

@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="parse again pages that are already written")
     add_model_arguments(parser)
     add_option_arguments(parser)
-    parser.add_argument("--dpi", type=float, default=DEFAULT_DPI, help="PDF render resolution")
+    parser.add_argument("--dpi", type=float, default=None,
+                        help=f"PDF render resolution (default: the model's, {DEFAULT_DPI} for most)")
     add_limit_arguments(parser)
     return parser
 
@@ -264,6 +265,7 @@ def run(args, cancel: threading.Event) -> int:
             report(doc, err, tally)
     tally.skipped = sum(len(p.pages) - len(p.todo) for p in plans)
     engine = engine_of(args, options) if any(p.todo for p in plans) else None
+    args.dpi = args.dpi or (engine.info.render_dpi if engine else DEFAULT_DPI)
     with tqdm(total=sum(len(p.todo) for p in plans), unit="page", file=sys.stderr, dynamic_ncols=True) as bar:
         for p in plans:
             try:

@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, help="output folder (default bench/results/eval-<model>)")
     add_model_arguments(parser)
     add_option_arguments(parser)
-    parser.add_argument("--dpi", type=float, default=DEFAULT_DPI, help="PDF render resolution")
+    parser.add_argument("--dpi", type=float, default=None,
+                        help=f"PDF render resolution (default: the model's, {DEFAULT_DPI} for most)")
     return parser
 
 
@@ -279,8 +280,9 @@ def load_samples(args) -> tuple[list[Sample], str]:
 
 def run(args) -> str:
     options = options_from_args(args)
-    samples, described = load_samples(args)
     engine = engine_of(args, options)
+    args.dpi = args.dpi or engine.info.render_dpi
+    samples, described = load_samples(args)
     rows, scores, stats, texts = score(engine, samples, options)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 import httpx
 from PIL import Image
 
-from hpd_core.documents import as_image
+from hpd_core.documents import DEFAULT_DPI, as_image
 from hpd_core.events import BranchFinished, BranchForked, Event, PageFinished, PageStarted, TokensAppended
 from hpd_core.grammar import BLOCK, CHILD, FORK, BBox, parse_blocks
 from hpd_core.markdown import to_markdown
@@ -74,6 +74,7 @@ class RemoteInfo:
     mtp: bool = True           # the official serving command enables P-MTP
     remote: bool = True
     extensions: bool = False   # the server honours use_mtp, batch_children, ... (hpd-serve; vLLM ignores them)
+    render_dpi: float = DEFAULT_DPI  # the PDF resolution its model reads (hpd-serve says; else the default)
 
 
 class BranchSplitter:
@@ -205,7 +206,7 @@ class RemoteEngine:
             hpd = entries[self.model].get("hpd") or {}
             self._info = RemoteInfo(self.model, self.base_url, dtype=hpd.get("dtype", ""),
                                     parameters=hpd.get("parameters", 0), mtp=hpd.get("mtp", True),
-                                    extensions=bool(hpd))
+                                    extensions=bool(hpd), render_dpi=hpd.get("render_dpi", DEFAULT_DPI))
         return self._info
 
     # ---- public API -------------------------------------------------------------------------

@@ -506,7 +506,8 @@ def create_app(engines: Sequence[Engine], config: ServeConfig = ServeConfig()) -
             "id": config.served_model_name, "object": "model", "created": 0, "owned_by": "hpd-parsing-demo",
             "root": info.path, "max_model_len": first.config.llm_config.max_position_embeddings,
             "hpd": {"name": info.name, "device": info.device, "dtype": info.dtype,
-                    "vision_dtype": info.vision_dtype or info.dtype, "parameters": info.parameters, "mtp": info.mtp}}]}
+                    "vision_dtype": info.vision_dtype or info.dtype, "parameters": info.parameters, "mtp": info.mtp,
+                    "render_dpi": info.render_dpi}}]}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -552,7 +553,8 @@ def serving(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[st
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="hpd-serve", description="OpenAI-compatible HPD-Parsing server "
                                 "(the official HPD vLLM contract) over the hpd_core engine.")
-    p.add_argument("--model", default=None, help="checkpoint folder or hub repo id (default: the bundled model)")
+    p.add_argument("--model", default=None, help="bundled model (hpd-tiny, hpd-tiny-docs), checkpoint "
+                                                     "folder or hub repo id (default: hpd-tiny)")
     add_backend_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8118)

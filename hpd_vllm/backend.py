@@ -175,11 +175,11 @@ class VLLMEngine(Decoding):
         base = self.hpd.info
         if self.server is not None:
             return EngineInfo(f"{base.name} on the vLLM server at {self.server.url}", base.path, base.device,
-                              base.dtype, base.parameters, False, base.vision_dtype)
+                              base.dtype, base.parameters, False, base.vision_dtype, base.render_dpi)
         drafts = (base.mtp and self.folders.draft is not None
                   and mtp_refusal(False, self.hpd.device, self.llm_kwargs) is None)
         return EngineInfo(f"{base.name} on vLLM {vllm.__version__}", base.path, base.device, base.dtype,
-                          base.parameters, drafts, base.vision_dtype)
+                          base.parameters, drafts, base.vision_dtype, base.render_dpi)
 
     def engine(self, drafts: int):
         """What runs the requests: the server, or the in-process `LLM`'s engine for `drafts`."""

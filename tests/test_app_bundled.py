@@ -74,3 +74,28 @@ def test_page_and_markdown_side_by_side_and_a_selected_box_highlights_its_markdo
     last = page.locator("#markdown .hpd-mark").last.get_attribute("class").split()[-1]
     expect(page.locator(f"#page-image .hpd-box.{last}")).to_have_class(re.compile("hpd-selected"))
     page.screenshot(path=str(shots / "parse-selected.png"))
+
+
+# ---- the preview that reads real documents ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def docs_server():
+    with serve(build_demo(load_engine("hpd-tiny-docs"))) as url:
+        yield url
+
+
+def test_hpd_tiny_docs_app_lists_its_real_examples_renders_at_150_dpi_and_reads_one(browser, docs_server, shots):  # noqa: F811
+    for page in open_app(browser, docs_server, height=900, timeout=240_000):
+        examples = page.locator("#component-0, body").first.inner_text()
+        assert "texlive-lps.pdf" in examples and "synth-dense.png" not in examples  # its own examples only
+        assert page.locator("#dpi input[type=number]").input_value() == "150"  # the model's render DPI
+        assert "about half the words" in page.locator("#engine-info").inner_text()
+        upload(page, FOLDER / "texlive-lps.pdf")
+        set_checked(page, "batch-children", True)
+        parse(page, timeout=240_000)
+        page.evaluate("window.scrollTo(0, 0)")
+        markdown = page.locator("#markdown").inner_text()
+        assert "Gustavo" in markdown and "2011" in markdown, markdown[:400]  # the author and date, read
+        assert page.locator("#page-image .hpd-box").count() >= 5
+        page.locator("#page-image .hpd-box").first.click()
+        page.screenshot(path=str(shots / "parse-real.png"))

@@ -17,12 +17,12 @@ from app.examples import examples
 from app.latex import katex_markdown
 from app.selection import block_of_branch, marked_markdown
 from app.palette import colour
-from app.render import BUNDLED_NOTE, branches_html, comparison_html, diff_html, info_markdown, stats_html, tree_html
+from app.render import BUNDLED_NOTES, branches_html, comparison_html, diff_html, info_markdown, stats_html, tree_html
 from app.state import BranchView, Summary
 from app.timeline import sparkline_svg, timeline_svg
 from hpd_core.engine import EngineInfo
 from hpd_core.grammar import Block
-from hpd_core.loader import BUNDLED_MODEL
+from hpd_core.loader import BUNDLED
 from hpd_core.markdown import to_markdown
 from hpd_core.result import ParseResult, Stats
 from tests.boxes import boxes_of
@@ -200,11 +200,12 @@ def _view(branches, round=1, elapsed=1.0):
     return _View(branches, round, elapsed)
 
 
-def test_the_bundled_model_says_what_it_can_read_and_others_do_not():
-    bundled = info_markdown(EngineInfo("bundled hpd-tiny", str(BUNDLED_MODEL), "cpu", "float32", 21_037_824, True))
+def test_each_bundled_model_says_what_it_can_read_and_others_do_not():
+    for name, read in (("hpd-tiny", "reads large print"), ("hpd-tiny-docs", "about half the words")):
+        bundled = info_markdown(EngineInfo(f"bundled {name}", str(BUNDLED[name][0]), "cpu", "float32", 21_037_824, True))
+        assert bundled.endswith(BUNDLED_NOTES[name]) and read in bundled
     other = info_markdown(EngineInfo("HPD-Parsing", "/models/HPD-Parsing", "cuda", "bfloat16", 1_070_000_000, True))
-    assert bundled.endswith(BUNDLED_NOTE) and "reads large print" in bundled
-    assert "demo" not in other and "`HPD-Parsing`" in other
+    assert "demo" not in other and "preview" not in other and "`HPD-Parsing`" in other
 
 
 # ---- which dollars are math ----------------------------------------------------------------------
@@ -264,7 +265,10 @@ def test_tree_rows_and_branch_cards_carry_their_blocks_class():
 def test_examples_show_the_one_line_description_of_the_json_beside_them(tmp_path):
     for name in ("letter.pdf", "paper.png", "notes.txt"):
         (tmp_path / name).write_bytes(b"x")
-    (tmp_path / "examples.json").write_text('{"paper.png": "A page of a paper,\\n two columns", "gone.pdf": "x"}')
+    (tmp_path / "examples.json").write_text('{"paper.png": {"description": "A page of a paper,\\n two columns", '
+                                            '"model": "hpd-tiny-docs"}, "gone.pdf": {"description": "x"}}')
     assert [e.label for e in examples(tmp_path)] == ["letter.pdf", "paper.png: A page of a paper, two columns"]
+    assert [e.label for e in examples(tmp_path, "hpd-tiny")] == ["letter.pdf"]  # paper.png is another model's
+    assert [e.path.name for e in examples(tmp_path, "hpd-tiny-docs")] == ["letter.pdf", "paper.png"]
     (tmp_path / "examples.json").unlink()
     assert [e.label for e in examples(tmp_path)] == ["letter.pdf", "paper.png"]

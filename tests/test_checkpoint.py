@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
@@ -13,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from hpd_core import load_engine
 from hpd_core.checkpoint import CheckpointError, load_model, save_model
+from hpd_core.config import HPDConfig
 from hpd_core.loader import ModelNotFound
 from hpd_core.model import HPDModel
 from hpd_core.speculative import draft
@@ -203,6 +205,24 @@ def test_hub_repo_id_loads_offline_from_the_cache(tmp_path, offline_hub):
 def test_unknown_hub_repo_offline_is_model_not_found(offline_hub):
     with pytest.raises(ModelNotFound, match="hpd-test/absent"):
         load_engine("hpd-test/absent", device="cpu")
+
+
+def test_bundled_models_load_by_name_with_their_heads_and_render_resolution(tmp_path, monkeypatch):
+    from hpd_core.loader import BUNDLED, bundled_name, resolve_model
+    from hpd_core.documents import DEFAULT_DPI
+    assert resolve_model(None) == resolve_model("hpd-tiny") == BUNDLED["hpd-tiny"]
+    docs = load_engine("hpd-tiny-docs", device="cpu")
+    assert docs.info.name == "bundled hpd-tiny-docs" and docs.info.mtp and docs.info.render_dpi == 150
+    assert docs.model.config.max_dynamic_patch == 16 and bundled_name(docs.info.path) == "hpd-tiny-docs"
+    assert HPDConfig.load(BUNDLED["hpd-tiny"][0] / "config.json").render_dpi is None  # DEFAULT_DPI
+    assert "render_dpi" not in HPDConfig().to_dict()  # the real checkpoint's config stays as it was
+    assert HPDConfig.from_dict(docs.model.config.to_dict()).render_dpi == 150
+    assert load_engine(None, device="cpu").info.render_dpi == DEFAULT_DPI
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hpd-tiny").mkdir()  # a folder of that name here wins over the bundled name
+    assert resolve_model("hpd-tiny") == (Path("hpd-tiny"), None)
+    with pytest.raises(ModelNotFound, match="no model folder at hpd-tiny-doc"):
+        resolve_model("hpd-tiny-doc")
 
 
 def test_vision_bf16_changes_only_the_image_rows_and_is_reported(app_checkpoint):

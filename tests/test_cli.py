@@ -97,6 +97,10 @@ class CtrlCOnSecondPage:
     def __init__(self, engine):
         self.engine, self.pages = engine, 0
 
+    @property
+    def info(self):
+        return self.engine.info
+
     def stream(self, page, options, cancel):
         self.pages += 1
         for event in self.engine.stream(page, options, cancel):

@@ -29,6 +29,7 @@ from hpd_core.model import HPDModel
 from hpd_core.options import ParseOptions
 from hpd_core.preprocess import normalize_bytes
 from hpd_core.tokenizer import HPDTokenizer
+from hpd_training.realpage import DPI
 from hpd_training.train import distributed
 from hpd_training.train.data import GLYPH_CLASSES, STAGES, PageSource, Pages, Stage, batch_of, glyph_slots, stages
 from hpd_training.train.packing import IGNORE, tree_mask
@@ -62,7 +63,7 @@ def bundled_config(tok: Tokenizer, small: bool = False) -> HPDConfig:
     return HPDConfig(vision_config=vision, llm_config=llm, downsample_ratio=DOWNSAMPLE_RATIO,
                      force_image_size=vision.image_size, min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID,
                      use_thumbnail=False, fork_token_id=ids["<FORK>"], child_token_id=ids["<CHILD>"],
-                     eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+                     eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], render_dpi=DPI)
 
 
 def init_weights(model: HPDModel) -> None:

@@ -23,6 +23,7 @@ from torch import nn
 from hpd_core.checkpoint import load_model
 from hpd_core.config import HPDConfig
 from hpd_core.model import HPDModel
+from hpd_training.realpage import DPI
 from hpd_training.train.__main__ import DOWNSAMPLE_RATIO, TILE_GRID, save_run
 
 POSITIONS = "vision_model.embeddings.position_embedding"
@@ -30,11 +31,13 @@ POSITIONS = "vision_model.embeddings.position_embedding"
 
 def widened_config(cfg: HPDConfig) -> HPDConfig:
     """The same model at the bundled tile layout: TILE_GRID tiles of half the old tile (640 -> 320 px:
-    the old tile's pixels on a canvas of twice its side), no thumbnail, DOWNSAMPLE_RATIO."""
+    the old tile's pixels on a canvas of twice its side), no thumbnail, DOWNSAMPLE_RATIO, read at
+    the real pages' DPI."""
     tile = cfg.vision_config.image_size // 2
     vision = dataclasses.replace(cfg.vision_config, image_size=tile)
     return dataclasses.replace(cfg, vision_config=vision, force_image_size=tile, downsample_ratio=DOWNSAMPLE_RATIO,
-                               min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID, use_thumbnail=False)
+                               min_dynamic_patch=TILE_GRID, max_dynamic_patch=TILE_GRID, use_thumbnail=False,
+                               render_dpi=DPI)
 
 
 def cropped_positions(positions: torch.Tensor, grid: int) -> torch.Tensor:
