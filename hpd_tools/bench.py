@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_backend_argument(parser, vllm_server=False)  # it measures MTP on and off, which a server cannot
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--pages", type=int, default=2, help="synthetic dense pages (default 2)")
-    source.add_argument("--inputs", nargs="+", type=Path, help="PDFs/images instead (all their pages)")
+    source.add_argument("--inputs", nargs="+", type=Path,
+                        help="PDFs/images instead (all their pages; PDFs at the model's render DPI)")
     parser.add_argument("--seed", type=int, default=BENCH_SEED, help="first synthetic seed")
     parser.add_argument("--font-size", type=float, nargs=2, metavar=("LO", "HI"),
                         help="body text size range in px of the synthetic pages (default: the dense preset's, "
@@ -366,11 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_bench_pages(args) -> tuple[list, str]:
-    """Page images and a description of them."""
+def load_bench_pages(args, dpi: float) -> tuple[list, str]:
+    """Page images (PDFs rendered at `dpi`) and a description of them."""
     if args.inputs:
-        pages = [p.image for f in args.inputs for p in load_pages(f)]
-        return pages, f"{len(pages)} pages of {', '.join(f.name for f in args.inputs)}"
+        pages = [p.image for f in args.inputs for p in load_pages(f, dpi=dpi)]
+        return pages, f"{len(pages)} pages of {', '.join(f.name for f in args.inputs)} at {dpi:g} dpi"
     from hpd_training.synth import SynthConfig, render_page  # pymupdf: only for synthetic pages
 
     config = SynthConfig.dense(**({"font_size_range": tuple(args.font_size)} if args.font_size else {}))
@@ -401,7 +402,7 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
         if not engine.info.mtp:
             raise ValueError(f"{engine.info.name} offers no P-MTP drafts (no head, or a backend without them "
                              "here: docs/serving.md); hpd-bench compares MTP on and off")
-        pages, described = load_bench_pages(args)
+        pages, described = load_bench_pages(args, engine.info.render_dpi)
     except (ValueError, ModelNotFound) as err:  # DocumentError is a ValueError
         parser.error(f"--inputs: {err}" if isinstance(err, DocumentError) else str(err))
     return engine, pages, described, base, device

@@ -126,6 +126,10 @@ class CtrlCAfterTokens:
         self.pressed_in: int | None = None
         self.last_round = 0
 
+    @property
+    def info(self):
+        return self.engine.info
+
     def stream(self, image, options, cancel):
         self.pages += 1
         for event in self.engine.stream(image, options, cancel):
