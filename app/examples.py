@@ -40,6 +40,10 @@ def examples(folder: Path = FOLDER, model: str | None = None) -> list[Example]:
     name), only those it reads."""
     listed = folder / DESCRIPTIONS
     entries = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else {}
-    found = [Example(path, " ".join(str(entries.get(path.name, {}).get("description", "")).split()),
-                     entries.get(path.name, {}).get("model")) for path in example_files(folder)]
+    found = [example(path, entries.get(path.name, {})) for path in example_files(folder)]
     return [e for e in found if model is None or e.model in (None, model)]
+
+
+def example(path: Path, entry: dict) -> Example:
+    """`path` with its examples.json entry ({} when it has none)."""
+    return Example(path, " ".join(str(entry.get("description", "")).split()), entry.get("model"))

@@ -28,7 +28,6 @@ from app.cache import sweep_leftovers
 from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
 from app.examples import examples
-from hpd_core.loader import bundled_name
 from app.job import ParseJob
 from app.latex import LATEX, katex_markdown
 from app.selection import SELECT_JS, block_of_branch, marked_markdown
@@ -38,6 +37,7 @@ from app.timeline import sparkline_svg, timeline_svg
 from hpd_core.documents import (DEFAULT_DPI, DocumentError, Limits, Page, PasswordRequired, count_pages,
                                 display_name, iter_pages, load_pages, parse_page_ranges)
 from hpd_core.engine import Engine
+from hpd_core.loader import bundled_name
 from hpd_core.options import ParseOptions
 from hpd_tools.forms import OptionSpec, option_specs
 

@@ -255,24 +255,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_sources(args) -> None:
+    """The usage errors of the page options, before a model is loaded for them."""
+    if args.real is not None:
+        return
+    if args.gt is not None and not args.inputs:
+        raise UsageError("--gt needs --inputs")
+    if args.gt is None and args.inputs:
+        raise UsageError("--inputs needs --gt")
+    if args.gt is None and args.synth is not None and args.synth < 1:
+        raise UsageError("--synth must be at least 1")
+
+
 def load_samples(args) -> tuple[list[Sample], str]:
+    """The pages of the options `check_sources` passed, PDFs rendered at args.dpi."""
     if args.real is not None:
         samples = real_samples(args.real, args.dpi)
         return samples, f"{len(samples)} held-out TeX Live pages of {args.real} at {args.dpi:g} dpi"
     if args.gt is not None:
-        if not args.inputs:
-            raise UsageError("--gt needs --inputs")
         samples = file_samples(args.gt, args.inputs, args.dpi)
         return samples, f"{len(samples)} pages of {len(args.inputs)} files, ground truth {args.gt}"
-    if args.inputs:
-        raise UsageError("--inputs needs --gt")
     from hpd_training.synth import SynthConfig
     config = getattr(SynthConfig, args.synth_config)()
     if args.font_size:
         config = replace(config, font_size_range=tuple(args.font_size))
     count = 10 if args.synth is None else args.synth
-    if count < 1:
-        raise UsageError("--synth must be at least 1")
     fonts = f", font size {config.font_size_range[0]:g}-{config.font_size_range[1]:g} px"
     return synth_samples(count, args.seed, config), \
         f"{count} synthetic {args.synth_config} pages{fonts}, seeds {args.seed}-{args.seed + count - 1}"
@@ -280,6 +287,7 @@ def load_samples(args) -> tuple[list[Sample], str]:
 
 def run(args) -> str:
     options = options_from_args(args)
+    check_sources(args)
     engine = engine_of(args, options)
     args.dpi = args.dpi or engine.info.render_dpi
     samples, described = load_samples(args)

@@ -8,8 +8,8 @@
 # tensors (2.9 MB) to .carry/P-MTP, for `--init-mtp .carry/P-MTP`. `light` also moves the bundled
 # weights (assets/hpd-tiny/*.safetensors, 39 MB) aside, for calls that start from runs/ on the warm
 # machine and carry data instead. .gpu-site.tar.xz, .carry and data/ are git-ignored: they travel
-# only when the call carries them (run's `carry`), so pass each CARRIED path there too. Both print the size that
-# will travel: the tree, .gpu-site.tar.xz and .carry/P-MTP (aside only), and the CARRIED paths.
+# only when the call carries them (run's `carry`), so pass each CARRIED path there too. Both print
+# the size that will travel: the tree, .gpu-site.tar.xz and .carry/P-MTP (aside only), and the CARRIED paths.
 set -euo pipefail
 aside=/tmp/hpd-aside
 paths=(P-MTP/model.safetensors docs/images bench/results)
