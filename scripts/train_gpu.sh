@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One training run on the lent H200 (see docs/training.md). Usage, from the repo root there:
-#   [GPUS=2] [NO_CKPT=1] [WIDEN=runs/w0] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_training.train args...]
+#   [GPUS=2] [WIDEN=runs/w0] bash scripts/train_gpu.sh RUN_NAME STAGES [extra hpd_training.train args...]
 # The packages the GPU image lacks (pymupdf, rapidfuzz, apted) travel as .gpu-site.tar.xz, built
 # here as docs/training.md says, and stay unpacked in /tmp/site on a warm machine (a call within
-# 30 s of the last), which needs no .gpu-site.tar.xz again; the checkpoint comes back as
-# $OUT/ckpt-NAME.tar.part-* (not with NO_CKPT=1: it then stays in runs/NAME for a next call on the
-# still-warm machine). GPUS=N trains one model data-parallel on N GPUs (torchrun). WIDEN=DIR first
-# converts the bundled one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the
+# 30 s of the last), which needs no .gpu-site.tar.xz again; the checkpoint always comes back as
+# $OUT/ckpt-NAME.tar.part-* (it also stays in runs/NAME for a next call on the still-warm machine; a
+# run kept only there was lost in session 14 when the machine went cold between calls). GPUS=N
+# trains one model data-parallel on N GPUs (torchrun). WIDEN=DIR first converts the bundled one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the
 # four-tile layout in DIR (`hpd_training.train.widen`), for `--init DIR/hpd-tiny --init-mtp DIR/P-MTP`.
 set -uo pipefail
 name=$1; stages=$2; shift 2
@@ -23,5 +23,5 @@ fi
 launch=(python3)
 [ "${GPUS:-1}" -gt 1 ] && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS")
 timeout "${TRAIN_TIMEOUT:-540}" "${launch[@]}" -m hpd_training.train --out "runs/$name" --stages "$stages" "$@" 2>&1 | tee "$OUT/train-$name.log"
-[ -n "${NO_CKPT:-}" ] || (cd "runs/$name" && tar cf - hpd-tiny P-MTP log.jsonl | split -b 15m - "$OUT/ckpt-$name.tar.part-")
+(cd "runs/$name" && tar cf - hpd-tiny P-MTP log.jsonl | split -b 15m - "$OUT/ckpt-$name.tar.part-")
 ls -la "$OUT"
