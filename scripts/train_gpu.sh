@@ -7,7 +7,8 @@
 # $OUT/ckpt-NAME.tar.part-* (it also stays in runs/NAME for a next call on the still-warm machine; a
 # run kept only there was lost in session 14 when the machine went cold between calls). GPUS=N
 # trains one model data-parallel on N GPUs (torchrun). WIDEN=DIR first converts the bundled
-# one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the tiled layout in DIR (`hpd_training.train.widen`), for `--init DIR/hpd-tiny --init-mtp DIR/P-MTP`.
+# one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the tiled layout in DIR
+# (`hpd_training.train.widen`), for `--init DIR/hpd-tiny --init-mtp DIR/P-MTP`.
 set -uo pipefail
 name=$1; stages=$2; shift 2
 if [ ! -e /tmp/site/.unpacked ]; then
