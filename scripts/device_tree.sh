@@ -6,14 +6,17 @@
 # `aside` moves P-MTP/model.safetensors (9.2 MB: the head plus copies of the shared embeddings and
 # lm_head), the screenshots and the bench results to /tmp/hpd-aside, and writes the draft head's own
 # tensors (2.9 MB) to .carry/P-MTP, for `--init-mtp .carry/P-MTP`. `light` also moves both bundled
-# models' weights (assets/hpd-tiny and assets/hpd-tiny-docs, 39 + 42 MB) aside, for calls that start from runs/ on the warm
-# machine and carry data instead. .gpu-site.tar.xz, .carry and data/ are git-ignored: they travel
+# models' weights (assets/hpd-tiny and assets/hpd-tiny-docs, 39 + 42 MB) aside, for calls that start
+# from runs/ on the warm machine and carry data instead, or carry the starting weights compressed
+# (docs/training.md, session 14). .gpu-site.tar.xz, .carry and data/ are git-ignored: they travel
 # only when the call carries them (run's `carry`), so pass each CARRIED path there too. Both print
-# the size that will travel: the tree, .gpu-site.tar.xz and .carry/P-MTP (aside only), and the CARRIED paths.
+# the size that will travel: the tree, .gpu-site.tar.xz and .carry/P-MTP (aside only), and the
+# CARRIED paths.
 set -euo pipefail
 aside=/tmp/hpd-aside
 paths=(P-MTP/model.safetensors docs/images bench/results)
-light_paths=(assets/hpd-tiny{,-docs}/model-0000{1,2,3}-of-00003.safetensors assets/hpd-tiny-docs/P-MTP/model.safetensors)
+light_paths=(assets/hpd-tiny{,-docs}/model-0000{1,2,3}-of-00003.safetensors
+             assets/hpd-tiny-docs/P-MTP/model.safetensors)
 
 move_aside() {
   for p in "$@"; do

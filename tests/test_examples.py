@@ -99,8 +99,8 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
     # Measured 2026-12-02 (the r30 weights of docs/training.md; fp32 with bf16 vision on a 2-core
-    # Intel Xeon with AMX): word F1 0.656 on lps, 0.623 on ragged2e (the 106 held-out pages: 0.488). Scored
-    # against the other page's words the same output gets 0.436 and 0.267: common words ("the",
+    # Intel Xeon with AMX): word F1 0.656 on lps, 0.623 on ragged2e (the 106 held-out pages: 0.488).
+    # Scored against the other page's words the same output gets 0.436 and 0.267: common words ("the",
     # "of", "package") overlap any two pages, so the page's own words must score clearly above that.
     for name, (image, truth, own, other) in read_real.items():
         assert image.size == truth.image.size, name  # the app renders the page the text layer was taken from
