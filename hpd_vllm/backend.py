@@ -64,10 +64,13 @@ def llm_arguments(device: torch.device, given: dict) -> dict:
     GPU's memory per `LLM`: each draft count is its own `LLM` (MTP off and one k fit beside our
     vision tower and a third k), and with a size given vLLM skips its memory profiling, which fails
     for a second `LLM` in one process (the free memory moves while it profiles: seen with vLLM
-    0.26). A caller's `gpu_memory_utilization` sizes the KV cache instead, as in vLLM."""
+    0.26). A caller's `gpu_memory_utilization` sizes the KV cache instead, as in vLLM. Scheduling is
+    synchronous: vLLM 0.26's asynchronous path (its default for EAGLE on CUDA) verifies the drafts of
+    prompt-embedding requests on stale embedding rows and writes wrong pages (fixed upstream by vLLM
+    PR #57356); synchronous, its P-MTP pages were whole on the H200 (bench/NOTES.md)."""
     if device.type != "cuda":
         return {"enforce_eager": True, **given}
-    defaults = {"enforce_eager": False, "gpu_memory_utilization": 0.3}
+    defaults = {"enforce_eager": False, "gpu_memory_utilization": 0.3, "async_scheduling": False}
     if "gpu_memory_utilization" not in given:
         defaults["kv_cache_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory // 4
     return {**defaults, **given}
@@ -78,14 +81,10 @@ def mtp_refusal(server: bool, device: torch.device, llm_kwargs: dict) -> str | N
     if server:
         return ("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a prompt sent as "
                 "embeddings (hpd_vllm/remote.py); decode with use_mtp off")
-    if device.type == "cuda" and llm_kwargs.get("async_scheduling") is not False:
-        # vLLM 0.26 schedules EAGLE asynchronously on CUDA, and that path verifies drafts of
-        # prompt-embedding requests on stale embedding rows (fixed upstream by vLLM PR #57356);
-        # the synchronous path is the likely workaround, not yet run (bench/NOTES.md).
-        return ("use_mtp is not available on vLLM's CUDA build: with drafts vLLM 0.26 wrote wrong pages on the "
-                "H200 (cut short from 64 pages a batch; bench/NOTES.md); decode with use_mtp off, use the "
-                "in-process engine (--backend hpd), or try --vllm-arg async_scheduling=false (the likely fix, "
-                "not yet measured)")
+    if device.type == "cuda" and llm_kwargs.get("async_scheduling", False):
+        return ("use_mtp is not available on vLLM's CUDA build with async_scheduling: vLLM 0.26 then verifies "
+                "drafts on stale embedding rows and writes wrong pages (bench/NOTES.md); leave async_scheduling "
+                "at this backend's default (false) or decode with use_mtp off")
     return None
 
 

@@ -5,9 +5,8 @@
 #     [render_page(s, c).image.save(f'.benchpages/dense20-{s}.png') for s in (10_000_000, 10_000_001)]"
 # The vllm steps need scripts/vllm_gpu.sh's install on the same warm machine. Results land in $OUT/.
 #   bash scripts/bench_gpu.sh hpd          # our engine, the bundled model: modes x k, pages per batch 1/64/512
-#   bash scripts/bench_gpu.sh vllm         # the same on the vllm backend (stock vLLM, CUDA graphs), with vLLM's
-#                                          # synchronous scheduling: P-MTP is refused on CUDA without it (the
-#                                          # likely fix of its stale draft embeddings, bench/NOTES.md)
+#   bash scripts/bench_gpu.sh vllm         # the same on the vllm backend (stock vLLM, CUDA graphs; synchronous
+#                                          # scheduling, the backend's CUDA default: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
 #   bash scripts/bench_gpu.sh graphs       # the CUDA-graph tests (tests/test_graphs.py: replay == eager tokens)
 #   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs), our replay at
@@ -25,10 +24,10 @@ real() { [ -e /tmp/hpd-real/model.safetensors ] ||
 case "${1:-}" in
   hpd) timeout 560 "${bench[@]}" --pages-per-batch 1,64,512 --out "$OUT/hpd-tiny-cuda" 2>&1 | tee "$OUT/bench.log" ;;
   vllm|vllm-eager|vllm-real) eval "$(bash scripts/vllm_gpu.sh env)" || exit 1 ;;&
-  vllm) timeout 560 "${bench[@]}" --backend vllm --vllm-arg async_scheduling=false --pages-per-batch 1,64,512 \
+  vllm) timeout 560 "${bench[@]}" --backend vllm --pages-per-batch 1,64,512 \
           --out "$OUT/bundled-vllm-cuda" \
           >"$OUT/bench-vllm.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm.log" ;;
-  vllm-eager) timeout 560 "${bench[@]}" --backend vllm --vllm-arg async_scheduling=false --vllm-arg enforce_eager=true \
+  vllm-eager) timeout 560 "${bench[@]}" --backend vllm --vllm-arg enforce_eager=true \
                 --pages-per-batch 1 \
                 --out "$OUT/bundled-vllm-cuda-eager" >"$OUT/bench-vllm-eager.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm-eager.log" ;;
   graphs) timeout 200 python3 -m pytest -p no:cacheprovider tests/test_graphs.py 2>&1 | tee "$OUT/graphs-test.log" ;;

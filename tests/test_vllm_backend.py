@@ -287,17 +287,18 @@ def test_vllm_arguments_on_cuda_fix_the_kv_cache_unless_the_caller_sizes_it(monk
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=8 * 2**30))
     cuda = torch.device("cuda")
     assert llm_arguments(cuda, {}) == {"enforce_eager": False, "gpu_memory_utilization": 0.3,
-                                       "kv_cache_memory_bytes": 2 * 2**30}
-    assert llm_arguments(cuda, {"gpu_memory_utilization": 0.5}) == {"enforce_eager": False,
+                                       "async_scheduling": False, "kv_cache_memory_bytes": 2 * 2**30}
+    assert llm_arguments(cuda, {"gpu_memory_utilization": 0.5}) == {"enforce_eager": False, "async_scheduling": False,
                                                                     "gpu_memory_utilization": 0.5}
     assert llm_arguments(torch.device("cpu"), {"max_num_seqs": 4}) == {"enforce_eager": True, "max_num_seqs": 4}
 
 
-def test_p_mtp_is_refused_where_vllm_writes_wrong_pages_with_it_and_allowed_in_process_on_the_cpu():
+def test_p_mtp_is_refused_where_vllm_writes_wrong_pages_with_it_and_allowed_in_process_elsewhere():
     from hpd_vllm.backend import mtp_refusal
     assert mtp_refusal(False, torch.device("cpu"), {}) is None
-    assert "vLLM's CUDA build" in mtp_refusal(False, torch.device("cuda"), {})
-    assert mtp_refusal(False, torch.device("cuda"), {"async_scheduling": False}) is None  # the likely fix
+    assert mtp_refusal(False, torch.device("cuda"), {}) is None  # synchronous by default (llm_arguments)
+    assert mtp_refusal(False, torch.device("cuda"), {"async_scheduling": False}) is None
+    assert "async_scheduling" in mtp_refusal(False, torch.device("cuda"), {"async_scheduling": True})
     assert "through a vLLM server" in mtp_refusal(True, torch.device("cpu"), {})
 
 
