@@ -16,6 +16,10 @@ parent's blocks, the page prompt is the shared prefix read once per round). Sche
 `fork` = the layout branch and its children batched, without drafts, `fork-mtp` = with k drafts.
 Reports per schedule and page count: tokens/s, pages/s, rounds, ms per round against the
 bandwidth floor (weights + the KV a round reads), and KV blocks in use (GPU: peak memory).
+Pages are admitted as the KV pool has room for their worst case (`Trace.blocks`): on CUDA the
+pool is at most 90% of the free memory, so at the real dimensions 512 pages do not all fit at
+once (bench/NOTES.md) and later pages enter as earlier ones finish, as vLLM's scheduler queues
+them; the report gives the most pages resident at once.
 
 Default trace: the real model's dense page of issue 18: a 1,800-token prompt, a 300-token layout
 branch and 15 children of 110 tokens forked evenly along it, tau 4 at k = 6.
@@ -53,10 +57,18 @@ class Trace:
     def tokens(self) -> int:
         return self.layout + sum(self.children)
 
+    def blocks(self, block_size: int, k: int) -> int:
+        """KV blocks a page can hold at most: its prompt, each branch's tokens plus the k + 1
+        positions a verify writes beyond them, and a copied partial block where a child forks."""
+        def span(tokens: int) -> int:
+            return -(-(tokens + k + 1) // block_size) + 1
+        return -(-self.prompt // block_size) + span(self.layout) + sum(span(c) for c in self.children)
+
 
 @dataclass
 class Replayed:
     """One branch being replayed."""
+    page: int
     row: int
     goal: int                        # tokens it writes
     forks: list[int] = field(default_factory=list)  # layout branch: pending fork points (token counts)
@@ -74,6 +86,7 @@ class Measurement:
     decode_seconds: float
     keys_read: int                   # key positions read per layer, summed over rounds
     peak_kv_bytes: int               # KV blocks in use at the fullest round
+    peak_pages: int                  # pages resident at once, at most
 
 
 def accept_cycle(tau: float, k: int) -> itertools.cycle:
@@ -129,26 +142,41 @@ def pool_blocks(engine, positions: int, block_size: int = 16) -> int:
     return blocks
 
 
-def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: int) -> Measurement:
+def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: int,
+           blocks: int | None = None) -> Measurement:
+    """`blocks`: the KV pool's size (default `pool_blocks`: every page at once where memory allows)."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, blocks=pool_blocks(engine, pages * (trace.prompt + trace.tokens)))
+                    device=engine.device, blocks=blocks or pool_blocks(engine, pages * (trace.prompt + trace.tokens)))
+    need = trace.blocks(cache.block_size, k)
+    capacity = cache.blocks - 1  # less the scratch block
+    if need > capacity:
+        raise ValueError(f"one page needs {need} KV blocks, the pool holds {capacity}")
+    live, hidden = [], torch.empty(0, llm.hidden_size, device=engine.device, dtype=engine.dtype)
+    branches = [0] * pages           # live branches of each page
+    admitted = rounds = keys = peak = peak_pages = 0
+    prefill_seconds = 0.0
+    accepted = accept_cycle(trace.tau, k)
     sync()
     start = time.perf_counter()
-    live, hidden = [], []
-    for page in range(pages):
-        row, h = prefill(lm, cache, trace, seed=page)
-        if schedule == "plain":
-            live.append(Replayed(row, trace.tokens))
-        else:
-            live.append(Replayed(row, trace.layout, forks=trace.forks(), children=list(trace.children)))
-        hidden.append(h)
-    sync()
-    decode_start = time.perf_counter()
-    hidden = torch.stack(hidden)
-    accepted = accept_cycle(trace.tau, k)
-    rounds = keys = peak = 0
-    while live:
+    while live or admitted < pages:
+        fresh = []
+        while admitted < pages and (sum(b > 0 for b in branches) + 1) * need <= capacity:
+            t = time.perf_counter()
+            row, h = prefill(lm, cache, trace, seed=admitted)
+            sync()
+            prefill_seconds += time.perf_counter() - t
+            if schedule == "plain":
+                live.append(Replayed(admitted, row, trace.tokens))
+            else:
+                live.append(Replayed(admitted, row, trace.layout, forks=trace.forks(),
+                                     children=list(trace.children)))
+            branches[admitted] = 1
+            fresh.append(h)
+            admitted += 1
+        if fresh:
+            hidden = torch.cat([hidden, torch.stack(fresh)])
+        peak_pages = max(peak_pages, sum(b > 0 for b in branches))
         active, waiting = live[:max_active], live[max_active:]
         keys += step_reads(cache, [b.row for b in active])
         new_hidden = forced_round(lm, cache, active, hidden[:len(active)], k, accepted)
@@ -158,20 +186,23 @@ def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: 
         for b, h in zip(active, new_hidden):
             while b.forks and b.written >= b.forks[0]:  # the layout branch wrote a <FORK>
                 p = cache.lengths[b.row] - (b.written - b.forks.pop(0)) - 1  # where its <FORK> was fed
-                born.append(Replayed(cache.fork(b.row, p), b.children.pop(0)))
+                born.append(Replayed(b.page, cache.fork(b.row, p), b.children.pop(0)))
                 born_hidden.append(h)
+                branches[b.page] += 1
         done = [b.written >= b.goal for b in active]
         for b, finished in zip(active, done):
             if finished:
                 cache.free(b.row)
+                branches[b.page] -= 1
         kept = [i for i, d in enumerate(done) if not d]
         hidden = torch.cat([h[None] for h in born_hidden] + [new_hidden[kept], hidden[len(active):]])
         live = born + [b for b, d in zip(active, done) if not d] + waiting
     sync()
     end = time.perf_counter()
     assert cache.blocks_in_use == 0, "a block outlived its branches"
-    return Measurement(schedule, pages, pages * trace.tokens, rounds, decode_start - start, end - decode_start,
-                       keys, peak)
+    assert cache.blocks - 1 == capacity, "the pool grew: a page held more than its worst case"
+    return Measurement(schedule, pages, pages * trace.tokens, rounds, prefill_seconds,
+                       end - start - prefill_seconds, keys, peak, peak_pages)
 
 
 def main() -> None:
@@ -197,9 +228,9 @@ def main() -> None:
     token_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * \
         torch.finfo(engine.dtype).bits // 8
     print(f"{engine.info.name} on {engine.info.device} ({engine.info.dtype}); trace {trace}")
-    print("| schedule | pages | tokens/s | pages/s | rounds | ms/round | floor ms/round | KV GB in use (peak) | "
-          "device GB (peak) | prefill s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| schedule | pages | resident (peak) | tokens/s | pages/s | rounds | ms/round | floor ms/round | "
+          "KV GB in use (peak) | device GB (peak) | prefill s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pages in (int(p) for p in args.pages.split(",")):
         for schedule in args.schedules.split(","):
             k = args.k if schedule == "fork-mtp" else 0
@@ -210,7 +241,8 @@ def main() -> None:
             floor = ((weights * m.rounds + m.keys_read * token_bytes) / m.rounds / args.bandwidth / 1e6
                      if args.bandwidth else float("nan"))
             device = torch.cuda.max_memory_allocated() / 1e9 if engine.device.type == "cuda" else float("nan")
-            print(f"| {schedule} | {pages} | {m.tokens / m.decode_seconds:,.0f} | {pages / m.decode_seconds:.2f} | "
+            print(f"| {schedule} | {pages} | {m.peak_pages} | {m.tokens / m.decode_seconds:,.0f} | "
+                  f"{pages / m.decode_seconds:.2f} | "
                   f"{m.rounds} | {per_round * 1000:.2f} | {floor:.2f} | {m.peak_kv_bytes / 1e9:.2f} | {device:.1f} | "
                   f"{m.prefill_seconds:.2f} |", flush=True)
 

@@ -1,5 +1,6 @@
 """The replay benchmark (bench/replay.py) at tiny dimensions: it writes what the trace says, the
-fork schedules need fewer rounds than plain AR, drafts fewer still, and every block is freed."""
+fork schedules need fewer rounds than plain AR, drafts fewer still, every block is freed, and
+pages wait for room in a pool too small to hold them all."""
 
 import torch
 
@@ -24,3 +25,14 @@ def test_replay_writes_the_trace_and_forks_cut_rounds(tmp_path):
     assert runs["plain"].rounds == 24 + 9 + 5 + 12
     assert runs["fork-mtp"].rounds < runs["fork"].rounds < runs["plain"].rounds
     assert runs["fork"].peak_kv_bytes < 2 * runs["plain"].peak_kv_bytes  # children share the prompt
+
+
+def test_pages_wait_for_room_in_a_small_pool_and_still_write_the_trace(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path / "ck", seed=0), dtype=torch.float32)
+    need = TRACE.blocks(16, 3)  # KVCache's block size
+    whole = replay(engine, TRACE, pages=5, schedule="fork-mtp", k=3, max_active=640)
+    small = replay(engine, TRACE, pages=5, schedule="fork-mtp", k=3, max_active=640, blocks=2 * need + 1)
+    assert (whole.peak_pages, small.peak_pages) == (5, 2)
+    assert small.tokens == whole.tokens == 5 * TRACE.tokens
+    assert small.rounds > whole.rounds  # the pages ran in turns, not all at once
+    assert small.peak_kv_bytes < whole.peak_kv_bytes  # (and the pool never grew: replay asserts it)
