@@ -9,8 +9,9 @@
 #                                          # scheduling, the backend's CUDA default: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
 #   bash scripts/bench_gpu.sh graphs       # the CUDA-graph tests (tests/test_graphs.py: replay == eager tokens)
-#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs), our replay at
-#                                          # 1/64/512 pages (graphs)
+#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs)
+#   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1/64/512 pages (graphs; pages wait
+#                                          # for room in the KV pool: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
@@ -32,9 +33,10 @@ case "${1:-}" in
                 --out "$OUT/bundled-vllm-cuda-eager" >"$OUT/bench-vllm-eager.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm-eager.log" ;;
   graphs) timeout 200 python3 -m pytest -p no:cacheprovider tests/test_graphs.py 2>&1 | tee "$OUT/graphs-test.log" ;;
   real) real
-        timeout 200 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
-          --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log"
-        timeout 340 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 \
+        timeout 540 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
+          --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log" ;;
+  replay) real
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
   real-eager) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
@@ -42,5 +44,5 @@ case "${1:-}" in
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | real-eager | vllm-real" >&2; exit 2 ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | replay | real-eager | vllm-real" >&2; exit 2 ;;
 esac
