@@ -2,6 +2,8 @@
 the bundled hpd-tiny reads them (its transcription is measurably close to their ground truth); the real
 TeX Live pages are listed for hpd-tiny-docs, which reads them (word F1 against their text layers)."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -74,20 +76,31 @@ def read_real():
     """{file: (the app's page image, the text layer's page, words read, words of the other page)}."""
     import pymupdf
     from hpd_training.realpage import real_page
-    from hpd_tools.metrics import score_text
+    from hpd_tools.metrics import plain_text
 
     engine = load_engine("hpd-tiny-docs")
     truths = {}
     for name in REAL:
         with pymupdf.open(FOLDER / name) as doc:
             truths[name] = real_page(doc[0], engine.info.render_dpi)
-    words = {name: tuple(w for b in t.layout.blocks if b.trained for w in b.words) for name, t in truths.items()}
+    words = {name: wordy(w for b in t.layout.blocks if b.trained for w, _ in b.words) for name, t in truths.items()}
     out = {}
     for name, other in zip(REAL, REAL[::-1]):
         image = load_pages(FOLDER / name, dpi=engine.info.render_dpi)[0].image
-        result = engine.parse(image, ParseOptions(batch_children=True))
-        out[name] = (image, truths[name], score_text(result.blocks, words[name]), score_text(result.blocks, words[other]))
+        read = wordy(plain_text(engine.parse(image, ParseOptions(batch_children=True)).blocks).split())
+        out[name] = (image, truths[name], word_f1(read, words[name]), word_f1(read, words[other]))
     return out
+
+
+def wordy(tokens) -> list[str]:
+    """The tokens with a letter or digit: not the dot leaders of a table of contents, which both
+    example pages have (148 of the lps page's 328 tokens, 384 of ragged2e's 529), and which any
+    output with dots matches on any such page."""
+    return [w for w in tokens if any(c.isalnum() for c in w)]
+
+
+def word_f1(read: list[str], truth: list[str]) -> float:
+    return 2 * sum((Counter(read) & Counter(truth)).values()) / (len(read) + len(truth))
 
 
 def test_the_real_examples_are_listed_for_the_model_that_reads_them():
@@ -98,10 +111,14 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
-    # Measured 2026-12-02 (the r30 weights of docs/training.md; fp32 with bf16 vision on a 2-core
-    # Intel Xeon with AMX): word F1 0.656 on lps, 0.623 on ragged2e (the 106 held-out pages: 0.488).
-    # Scored against the other page's words the same output gets 0.436 and 0.267: common words ("the",
-    # "of", "package") overlap any two pages, so the page's own words must score clearly above that.
+    # Word F1 over tokens with a letter or digit (`wordy`), measured 2026-12-02 on a 2-core AMD EPYC
+    # (fp32; bf16 vision gave the same to 0.001): the bundled r34 weights (docs/training.md) 0.375 on
+    # lps and 0.558 on ragged2e, the r30 weights before them 0.365 and 0.503 (the 106 held-out pages:
+    # 0.524 and 0.488 by hpd-eval's word F1). Scored against the other page's words the same output
+    # gets 0.141 and 0.169 (r30: 0.169, 0.142): common words ("the", "of", "package") overlap any two
+    # pages, so the page's own words must score clearly above that. Until r34 this test counted the
+    # dot leaders as words (r30: 0.669 on lps, where its real words score 0.365; r34 wrote more dots
+    # on lps and scored 0.661 against ragged2e's leaders, 0.544 against its own).
     for name, (image, truth, own, other) in read_real.items():
         assert image.size == truth.image.size, name  # the app renders the page the text layer was taken from
-        assert own.word_f1 > 0.55 and own.word_f1 > other.word_f1 + 0.15, (name, own.word_f1, other.word_f1)
+        assert own > 0.3 and own > other + 0.15, (name, own, other)
