@@ -56,6 +56,8 @@ from hpd_vllm.remote import ServerLM
 # cache (GiB); set before vllm is imported, so the caller's environment wins.
 VLLM_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 NO_HIDDEN = torch.empty(0)  # vLLM holds the KV cache, the pending token and the hidden state
+# `llm_arguments`' defaults on CUDA (the KV cache's size is added there, from the GPU's memory).
+CUDA_DEFAULTS = {"enforce_eager": False, "gpu_memory_utilization": 0.3, "async_scheduling": False}
 
 
 def llm_arguments(device: torch.device, given: dict) -> dict:
@@ -70,7 +72,7 @@ def llm_arguments(device: torch.device, given: dict) -> dict:
     PR #57356); synchronous, its P-MTP pages were whole on the H200 (bench/NOTES.md)."""
     if device.type != "cuda":
         return {"enforce_eager": True, **given}
-    defaults = {"enforce_eager": False, "gpu_memory_utilization": 0.3, "async_scheduling": False}
+    defaults = dict(CUDA_DEFAULTS)
     if "gpu_memory_utilization" not in given:
         defaults["kv_cache_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory // 4
     return {**defaults, **given}
@@ -81,7 +83,7 @@ def mtp_refusal(server: bool, device: torch.device, llm_kwargs: dict) -> str | N
     if server:
         return ("use_mtp is not available through a vLLM server: vLLM 0.32 cannot draft for a prompt sent as "
                 "embeddings (hpd_vllm/remote.py); decode with use_mtp off")
-    if device.type == "cuda" and llm_kwargs.get("async_scheduling", False):
+    if device.type == "cuda" and {**CUDA_DEFAULTS, **llm_kwargs}["async_scheduling"]:
         return ("use_mtp is not available on vLLM's CUDA build with async_scheduling: vLLM 0.26 then verifies "
                 "drafts on stale embedding rows and writes wrong pages (bench/NOTES.md); leave async_scheduling "
                 "at this backend's default (false) or decode with use_mtp off")
