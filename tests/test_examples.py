@@ -2,7 +2,6 @@
 the bundled hpd-tiny reads them (its transcription is measurably close to their ground truth); the real
 TeX Live pages are listed for hpd-tiny-docs, which reads them (word F1 against their text layers)."""
 
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from app.examples import FOLDER
 from hpd_training.examples import DPI, PAGES, PDF
 from hpd_core import load_engine
 from hpd_core.documents import load_pages
-from hpd_tools.metrics import aggregate, evaluate_page
+from hpd_tools.metrics import aggregate, evaluate_page, plain_text, word_f1, words
 from hpd_core.options import ParseOptions
 from hpd_training.synth import render_page
 
@@ -76,31 +75,19 @@ def read_real():
     """{file: (the app's page image, the text layer's page, words read, words of the other page)}."""
     import pymupdf
     from hpd_training.realpage import real_page
-    from hpd_tools.metrics import plain_text
 
     engine = load_engine("hpd-tiny-docs")
     truths = {}
     for name in REAL:
         with pymupdf.open(FOLDER / name) as doc:
             truths[name] = real_page(doc[0], engine.info.render_dpi)
-    words = {name: wordy(w for b in t.layout.blocks if b.trained for w, _ in b.words) for name, t in truths.items()}
+    words = {name: words(w for b in t.layout.blocks if b.trained for w, _ in b.words) for name, t in truths.items()}
     out = {}
     for name, other in zip(REAL, REAL[::-1]):
         image = load_pages(FOLDER / name, dpi=engine.info.render_dpi)[0].image
-        read = wordy(plain_text(engine.parse(image, ParseOptions(batch_children=True)).blocks).split())
+        read = words(plain_text(engine.parse(image, ParseOptions(batch_children=True)).blocks).split())
         out[name] = (image, truths[name], word_f1(read, words[name]), word_f1(read, words[other]))
     return out
-
-
-def wordy(tokens) -> list[str]:
-    """The tokens with a letter or digit: not the dot leaders of a table of contents, which both
-    example pages have (148 of the lps page's 328 tokens, 384 of ragged2e's 529), and which any
-    output with dots matches on any such page."""
-    return [w for w in tokens if any(c.isalnum() for c in w)]
-
-
-def word_f1(read: list[str], truth: list[str]) -> float:
-    return 2 * sum((Counter(read) & Counter(truth)).values()) / (len(read) + len(truth))
 
 
 def test_the_real_examples_are_listed_for_the_model_that_reads_them():
@@ -111,7 +98,7 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
-    # Word F1 over tokens with a letter or digit (`wordy`), measured 2026-12-02 on a 2-core AMD EPYC
+    # Word F1 over tokens with a letter or digit (`metrics.words`), measured 2026-12-02 on a 2-core AMD EPYC
     # (fp32; bf16 vision gave the same to 0.001): the bundled r34 weights (docs/training.md) 0.375 on
     # lps and 0.558 on ragged2e, the r30 weights before them 0.365 and 0.503 (the 106 held-out pages:
     # 0.524 and 0.488 by hpd-eval's word F1). Scored against the other page's words the same output

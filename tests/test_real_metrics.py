@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpd_core.grammar import Block
-from hpd_tools.metrics import aggregate_text, plain_text, score_text, size_bucket, word_f1, words_read
+from hpd_tools.metrics import aggregate_text, plain_text, score_text, size_bucket, word_f1, words, words_read
 
 BOX = (0, 0, 10, 10)
 
@@ -40,6 +40,14 @@ def test_words_read_pairs_each_truth_word_at_most_once_in_order():
 @pytest.mark.parametrize("pred, truth, f1", [([], [], 1.0), (["a"], [], 0.0), (["a", "a", "b"], ["a", "b", "b"], 2 / 3)])
 def test_word_f1_is_multiset_overlap(pred, truth, f1):
     assert word_f1(pred, truth) == pytest.approx(f1)
+
+
+def test_dot_leaders_are_not_words_so_a_page_of_dots_matches_no_table_of_contents():
+    assert words(["Intro", ".......", "3", "-", "(a)", "§", "x."]) == ["Intro", "3", "(a)", "x."]
+    truth = [("Contents", 14.0)] + [(".", 10.0)] * 20 + [("Usage", 10.0), ("2", 10.0)]
+    scores = score_text([Block("text", BOX, ". " * 40)], truth)
+    assert scores.word_f1 == 0 and scores.truth_words == 3
+    assert scores.read_by_size == (("<9", 0, 0), ("9-11.5", 0, 2), ("11.5-14", 0, 0), (">=14", 0, 1))
 
 
 @pytest.mark.parametrize("size, bucket", [(8.99, "<9"), (9.0, "9-11.5"), (11.5, "11.5-14"), (14.0, ">=14"), (40, ">=14")])
