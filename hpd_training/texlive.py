@@ -97,12 +97,17 @@ def write_debs(out: Path, files: Sequence[Path]) -> None:
 
 def packages(data: Path) -> list[Package]:
     """TeX Live packages with PDFs under data/DOC_ROOT, sorted by name; areas joined by name;
-    their Debian packages from data/DEBS when it exists."""
+    their Debian packages from data/DEBS, which `fetch` writes after unpacking every package:
+    without it the publishers' packages would be split at HELD_OUT_PERCENT, moving held-out
+    packages into training."""
+    if not (data / DEBS).exists():
+        raise FileNotFoundError(f"{data / DEBS} is missing: `fetch` writes it once every package is unpacked "
+                                f"(`debs` writes it again); the split depends on it")
     found: dict[str, list[str]] = {}
     for pdf in (data / DOC_ROOT).glob("*/*/**/*.pdf"):
         name = pdf.relative_to(data / DOC_ROOT).parts[1]
         found.setdefault(name, []).append(str(pdf.relative_to(data)))
-    holders = json.loads((data / DEBS).read_text()) if (data / DEBS).exists() else {}
+    holders = json.loads((data / DEBS).read_text())
     return [Package(name, tuple(sorted(pdfs)), tuple(holders.get(name, ()))) for name, pdfs in sorted(found.items())]
 
 

@@ -16,7 +16,7 @@ from hpd_training import bundle, dockind, manifest
 from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation
 from hpd_training.manifest import PageRecord, build, choose_evaluation
 from hpd_training.realpage import real_page
-from hpd_training.texlive import DOC_ROOT, packages, split_of
+from hpd_training.texlive import DEBS, DOC_ROOT, packages, split_of
 
 PROSE = "Words of a page of documentation, set in ten point type for the tests. " * 6
 
@@ -49,8 +49,17 @@ def test_packages_join_areas_by_folder_name(tmp_path):
     pdf(tmp_path / DOC_ROOT / "latex" / "base" / "a.pdf", pages=1)
     pdf(tmp_path / DOC_ROOT / "latex-dev" / "base" / "sub" / "b.pdf", pages=1)
     pdf(tmp_path / DOC_ROOT / "generic" / "other" / "c.pdf", pages=1)
+    (tmp_path / DEBS).write_text(json.dumps({"other": ["texlive-publishers-doc"]}))
     found = packages(tmp_path)
-    assert [(p.name, len(p.pdfs)) for p in found] == [("base", 2), ("other", 1)]
+    assert [(p.name, len(p.pdfs), p.debs) for p in found] == [("base", 2, ()), ("other", 1, ("texlive-publishers-doc",))]
+
+
+def test_packages_refuse_a_data_folder_without_its_debian_listing(tmp_path):
+    # Without debs.json (e.g. a manifest started while `fetch` still unpacks) the publishers'
+    # packages would fall back to the 10 % split and held-out packages would be trained on.
+    pdf(tmp_path / DOC_ROOT / "latex" / "base" / "a.pdf", pages=1)
+    with pytest.raises(FileNotFoundError, match="debs.json"):
+        packages(tmp_path)
 
 
 @pytest.mark.parametrize("kw, expected", [
@@ -100,6 +109,7 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
     for name in names:
         pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=8)
     pdf(tmp_path / DOC_ROOT / "latex" / "pkg0" / "blank.pdf", pages=1, first="")
+    (tmp_path / DEBS).write_text("{}")
     first = build(tmp_path, workers=1)
     untimed = [replace(p, seconds=0.0) for p in first.pages]
     assert [replace(p, seconds=0.0) for p in build(tmp_path, workers=1).pages] == untimed  # all but timings
@@ -135,6 +145,7 @@ def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch
     names = [n for n in (f"pkg{i}" for i in range(60)) if split_of(n) == "eval"][:2]
     for name in names:
         pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=5)
+    (tmp_path / DEBS).write_text("{}")
     chosen = [p for p in build(tmp_path, workers=1).pages if p.evaluate]
     assert len(chosen) == 3
     write_evaluation(tmp_path, tmp_path / "eval")
