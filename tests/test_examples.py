@@ -81,12 +81,12 @@ def read_real():
     for name in REAL:
         with pymupdf.open(FOLDER / name) as doc:
             truths[name] = real_page(doc[0], engine.info.render_dpi)
-    words = {name: words(w for b in t.layout.blocks if b.trained for w, _ in b.words) for name, t in truths.items()}
+    truth_words = {name: words(w for b in t.layout.blocks if b.trained for w, _ in b.words) for name, t in truths.items()}
     out = {}
     for name, other in zip(REAL, REAL[::-1]):
         image = load_pages(FOLDER / name, dpi=engine.info.render_dpi)[0].image
         read = words(plain_text(engine.parse(image, ParseOptions(batch_children=True)).blocks).split())
-        out[name] = (image, truths[name], word_f1(read, words[name]), word_f1(read, words[other]))
+        out[name] = (image, truths[name], word_f1(read, truth_words[name]), word_f1(read, truth_words[other]))
     return out
 
 
