@@ -39,6 +39,8 @@ from hpd_core import load_engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.speculative import draft
 
+BLOCK_SIZE = 16                      # positions per KV block, as the engine's default
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -130,13 +132,13 @@ def forced_round(lm, cache: KVCache, branches: list[Replayed], hidden: torch.Ten
     return h[torch.arange(len(branches), device=device), torch.tensor(kept, device=device)]
 
 
-def pool_blocks(engine, positions: int, block_size: int = 16) -> int:
-    """Blocks for `positions`; on CUDA at most 90% of the free memory, allocated once: growing a
-    pool by doubling needs 3x its size for a moment. A replay that needs more fails loudly."""
-    blocks = positions // block_size + 64
+def pool_blocks(engine, blocks: int) -> int:
+    """`blocks` (every page's worst case at once); on CUDA at most 90% of the free memory, allocated
+    once: growing a pool by doubling needs 3x its size for a moment. A replay that needs more fails
+    loudly."""
     if engine.device.type == "cuda":
         llm = engine.config.llm_config
-        block_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * block_size * \
+        block_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * BLOCK_SIZE * \
             torch.finfo(engine.dtype).bits // 8
         blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.9) // block_bytes)
     return blocks
@@ -144,11 +146,13 @@ def pool_blocks(engine, positions: int, block_size: int = 16) -> int:
 
 def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: int,
            blocks: int | None = None) -> Measurement:
-    """`blocks`: the KV pool's size (default `pool_blocks`: every page at once where memory allows)."""
+    """`blocks`: the KV pool's size (default `pool_blocks`: every page's worst case at once, plus the
+    scratch block, where memory allows)."""
     lm, llm = engine.model.lm, engine.config.llm_config
+    need = trace.blocks(BLOCK_SIZE, k)
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, blocks=blocks or pool_blocks(engine, pages * (trace.prompt + trace.tokens)))
-    need = trace.blocks(cache.block_size, k)
+                    device=engine.device, block_size=BLOCK_SIZE,
+                    blocks=blocks or pool_blocks(engine, pages * need + 1))
     capacity = cache.blocks - 1  # less the scratch block
     if need > capacity:
         raise ValueError(f"one page needs {need} KV blocks, the pool holds {capacity}")

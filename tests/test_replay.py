@@ -36,3 +36,12 @@ def test_pages_wait_for_room_in_a_small_pool_and_still_write_the_trace(tmp_path)
     assert small.tokens == whole.tokens == 5 * TRACE.tokens
     assert small.rounds > whole.rounds  # the pages ran in turns, not all at once
     assert small.peak_kv_bytes < whole.peak_kv_bytes  # (and the pool never grew: replay asserts it)
+
+
+def test_the_default_pool_holds_every_pages_worst_case_at_once(tmp_path):
+    # 40 pages' worst cases (12 blocks each) exceed 40 pages' written positions (87 each) by far more
+    # than a margin: a pool sized by positions kept pages waiting (55-59 of 64 resident on the H200).
+    engine = load_engine(write_checkpoint(tmp_path / "ck", seed=0), dtype=torch.float32)
+    assert 40 * TRACE.blocks(16, 3) > 40 * (TRACE.prompt + TRACE.tokens) // 16 + 64
+    m = replay(engine, TRACE, pages=40, schedule="fork-mtp", k=3, max_active=40 * 64)
+    assert m.peak_pages == 40 and m.tokens == 40 * TRACE.tokens
