@@ -17,7 +17,7 @@ parent's blocks, the page prompt is the shared prefix read once per round). Sche
 Reports per schedule and page count: tokens/s, pages/s, rounds, ms per round against the
 bandwidth floor (weights + the KV a round reads), and KV blocks in use (GPU: peak memory).
 Pages are admitted as the KV pool has room for their worst case (`Trace.blocks`): on CUDA the
-pool is at most 90% of the free memory, so at the real dimensions 512 pages do not all fit at
+pool is at most 70% of the free memory, so at the real dimensions 512 pages do not all fit at
 once (bench/NOTES.md) and later pages enter as earlier ones finish, as vLLM's scheduler queues
 them; the report gives the most pages resident at once.
 
@@ -133,14 +133,15 @@ def forced_round(lm, cache: KVCache, branches: list[Replayed], hidden: torch.Ten
 
 
 def pool_blocks(engine, blocks: int) -> int:
-    """`blocks` (every page's worst case at once); on CUDA at most 90% of the free memory, allocated
-    once: growing a pool by doubling needs 3x its size for a moment. A replay that needs more fails
-    loudly."""
+    """`blocks` (every page's worst case at once); on CUDA at most 70% of the free memory, allocated
+    once: growing a pool by doubling needs 3x its size for a moment. The rest holds a round's
+    activations and the CUDA graphs' pools: at 90%, 512 pages ran out of memory on the H200 (8 GB
+    of graph pools, 2 GB of scores at ~250 pages). A replay that needs more fails loudly."""
     if engine.device.type == "cuda":
         llm = engine.config.llm_config
         block_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * BLOCK_SIZE * \
             torch.finfo(engine.dtype).bits // 8
-        blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.9) // block_bytes)
+        blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.7) // block_bytes)
     return blocks
 
 
