@@ -98,14 +98,13 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
-    # Word F1 over tokens with a letter or digit (`metrics.words`), measured 2026-12-02 on a 2-core AMD EPYC
-    # (fp32; bf16 vision gave the same to 0.001): the bundled r34 weights (docs/training.md) 0.375 on
-    # lps and 0.558 on ragged2e, the r30 weights before them 0.365 and 0.503 (the 106 held-out pages:
-    # 0.524 and 0.488 by hpd-eval's word F1). Scored against the other page's words the same output
-    # gets 0.141 and 0.169 (r30: 0.169, 0.142): common words ("the", "of", "package") overlap any two
-    # pages, so the page's own words must score clearly above that. Until r34 this test counted the
-    # dot leaders as words (r30: 0.669 on lps, where its real words score 0.365; r34 wrote more dots
-    # on lps and scored 0.661 against ragged2e's leaders, 0.544 against its own).
+    # Word F1 over tokens with a letter or digit (`metrics.words`), measured on a 2-core AMD EPYC (fp32):
+    # the bundled r37 weights (docs/training.md, 2026-12-03) 0.349 on lps and 0.568 on ragged2e, the r34
+    # weights before them 0.375 and 0.558, r30 0.365 and 0.503 (the 106 held-out pages by hpd-eval's word
+    # F1: 0.541, 0.511, 0.488). Scored against the other page's words the same output gets 0.158 and
+    # 0.150 (r34: 0.141, 0.169): common words ("the", "of", "package") overlap any two pages, so the
+    # page's own words must score clearly above that. Until r34 this test counted the dot leaders of
+    # these pages' tables of contents as words (r30: 0.669 on lps, where its real words score 0.365).
     for name, (image, truth, own, other) in read_real.items():
         assert image.size == truth.image.size, name  # the app renders the page the text layer was taken from
         assert own > 0.3 and own > other + 0.15, (name, own, other)
