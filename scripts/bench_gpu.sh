@@ -10,8 +10,10 @@
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
 #   bash scripts/bench_gpu.sh graphs       # the CUDA-graph tests (tests/test_graphs.py: replay == eager tokens)
 #   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs)
-#   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1/64/512 pages (graphs; pages wait
+#   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1 and 64 pages (graphs; pages wait
 #                                          # for room in the KV pool: bench/NOTES.md)
+#   bash scripts/bench_gpu.sh replay-512   # the same, 512 pages of fork-batched + P-MTP (205 s; plain AR at 512
+#                                          # pages, ~3,900 rounds of ~0.4 s, does not fit one call)
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
@@ -36,13 +38,16 @@ case "${1:-}" in
         timeout 540 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
           --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log" ;;
   replay) real
-        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 \
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64 \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
+  replay-512) real
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 512 --schedules fork-mtp \
+          --bandwidth 4800 2>&1 | tee "$OUT/replay-512-cuda.log" ;;
   real-eager) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda-eager.log" ;;
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | replay | real-eager | vllm-real" >&2; exit 2 ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | replay | replay-512 | real-eager | vllm-real" >&2; exit 2 ;;
 esac
