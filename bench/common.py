@@ -26,6 +26,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def kv_token_bytes(engine) -> int:
+    """Bytes of K and V of one position over all layers, in the engine's dtype (as
+    `KVCache.token_bytes`, before a cache exists)."""
+    llm = engine.config.llm_config
+    return 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * torch.finfo(engine.dtype).bits // 8
+
+
 def sync() -> None:
     """Wait for queued GPU work, so that a wall-clock reading includes it (no-op without CUDA)."""
     if torch.cuda.is_available():

@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from bench.common import forked_rows, step_reads, sync
+from bench.common import forked_rows, kv_token_bytes, step_reads, sync
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
 from hpd_core.graphs import DecodeGraphs
 from hpd_core.checkpoint import write_tensors
@@ -169,9 +169,7 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     weight_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.language_model.named_parameters()
                        if "embed_tokens" not in n and not n.startswith("mtp."))  # read by every forward
-    llm = engine.config.llm_config
-    token_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * \
-        torch.finfo(engine.dtype).bits // 8  # K and V of one position, all layers
+    token_bytes = kv_token_bytes(engine)
     for (batch, k, mode), (sec, keys) in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
         floor = ""
         if args.bandwidth:

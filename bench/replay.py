@@ -34,12 +34,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.common import step_reads, sync
+from bench.common import kv_token_bytes, step_reads, sync
 from hpd_core import load_engine
-from hpd_core.kv_cache import KVCache
+from hpd_core.kv_cache import BLOCK_SIZE, KVCache
 from hpd_core.speculative import draft
-
-BLOCK_SIZE = 16                      # positions per KV block, as the engine's default
 
 
 @dataclass(frozen=True)
@@ -138,9 +136,7 @@ def pool_blocks(engine, blocks: int) -> int:
     activations and the CUDA graphs' pools: at 90%, 512 pages ran out of memory on the H200 (8 GB
     of graph pools, 2 GB of scores at ~250 pages). A replay that needs more fails loudly."""
     if engine.device.type == "cuda":
-        llm = engine.config.llm_config
-        block_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * BLOCK_SIZE * \
-            torch.finfo(engine.dtype).bits // 8
+        block_bytes = kv_token_bytes(engine) * BLOCK_SIZE
         blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.7) // block_bytes)
     return blocks
 
@@ -152,8 +148,7 @@ def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: 
     lm, llm = engine.model.lm, engine.config.llm_config
     need = trace.blocks(BLOCK_SIZE, k)
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, block_size=BLOCK_SIZE,
-                    blocks=blocks or pool_blocks(engine, pages * need + 1))
+                    device=engine.device, blocks=blocks or pool_blocks(engine, pages * need + 1))
     capacity = cache.blocks - 1  # less the scratch block
     if need > capacity:
         raise ValueError(f"one page needs {need} KV blocks, the pool holds {capacity}")
@@ -229,9 +224,7 @@ def main() -> None:
     trace = Trace(tau=args.tau)
     weights = sum(p.numel() * p.element_size() for n, p in engine.model.lm.named_parameters()
                   if "embed_tokens" not in n and not n.startswith("mtp."))
-    llm = engine.config.llm_config
-    token_bytes = 2 * llm.num_hidden_layers * llm.num_key_value_heads * llm.head_dim * \
-        torch.finfo(engine.dtype).bits // 8
+    token_bytes = kv_token_bytes(engine)
     print(f"{engine.info.name} on {engine.info.device} ({engine.info.dtype}); trace {trace}")
     print("| schedule | pages | resident (peak) | tokens/s | pages/s | rounds | ms/round | floor ms/round | "
           "KV GB in use (peak) | device GB (peak) | prefill s |")

@@ -150,7 +150,7 @@ class Engine(Decoding):
         if self.cache is None:
             llm = self.config.llm_config
             self.cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim,
-                                 dtype=self.dtype, device=self.device, block_size=16, blocks=64)
+                                 dtype=self.dtype, device=self.device, blocks=64)
         self.cache.reset()
         return self.cache
 

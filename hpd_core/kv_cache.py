@@ -48,10 +48,13 @@ class Layout:
         return self.prefix_valid.numel() + self.rest_positions.numel()
 
 
+BLOCK_SIZE = 16  # positions per block
+
+
 class KVCache:
     @torch.inference_mode()
     def __init__(self, layers: int, kv_heads: int, head_dim: int, *, dtype: torch.dtype,
-                 device: torch.device | str = "cpu", block_size: int = 16, blocks: int = 64):
+                 device: torch.device | str = "cpu", block_size: int = BLOCK_SIZE, blocks: int = 64):
         shape = (layers, blocks, block_size, kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
