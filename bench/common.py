@@ -1,6 +1,7 @@
 """What the bench scripts share: a free loopback port, waiting for a server process, sampling its
 memory, the model to serve (--model, or a tiny random checkpoint with --tiny), a CUDA sync
-for timing, and a page row with children forked from it for decode-step timing."""
+for timing, a page row with children forked from it for decode-step timing, and the bytes a
+forward reads (weights, a position's KV) for bandwidth floors."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
+
+
+def weight_bytes(engine) -> int:
+    """Bytes of the language model's weights that every forward reads (not the embedding table,
+    whose rows are gathered, nor the draft head)."""
+    return sum(p.numel() * p.element_size() for n, p in engine.model.lm.named_parameters()
+               if "embed_tokens" not in n and not n.startswith("mtp."))
 
 
 def kv_token_bytes(engine) -> int:

@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from bench.common import forked_rows, kv_token_bytes, step_reads, sync
+from bench.common import forked_rows, kv_token_bytes, step_reads, sync, weight_bytes
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
 from hpd_core.graphs import DecodeGraphs
 from hpd_core.checkpoint import write_tensors
@@ -167,15 +167,13 @@ def main() -> None:
     print(f"decode                {stats.decode_seconds:7.1f} s  {stats.generated_tokens} tokens, "
           f"{stats.forwards} forwards, {stats.forked_branches} forks")
     batches = [int(b) for b in args.batches.split(",")]
-    weight_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.language_model.named_parameters()
-                       if "embed_tokens" not in n and not n.startswith("mtp."))  # read by every forward
-    token_bytes = kv_token_bytes(engine)
+    weights, token_bytes = weight_bytes(engine), kv_token_bytes(engine)
     for (batch, k, mode), (sec, keys) in decode_times(engine, started.prompt_tokens, args.repeats, batches).items():
         floor = ""
         if args.bandwidth:
             kv = keys * token_bytes
-            floor = (f"  floor {(weight_bytes + kv) / args.bandwidth / 1e6:6.2f} ms "
-                     f"(weights {weight_bytes / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
+            floor = (f"  floor {(weights + kv) / args.bandwidth / 1e6:6.2f} ms "
+                     f"(weights {weights / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
         print(f"step batch {batch:2d} k={k} {mode:6s} {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
     print(f"load average          {os.getloadavg()[0]:7.1f}")
 

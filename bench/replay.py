@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.common import kv_token_bytes, step_reads, sync
+from bench.common import kv_token_bytes, step_reads, sync, weight_bytes
 from hpd_core import load_engine
 from hpd_core.kv_cache import BLOCK_SIZE, KVCache
 from hpd_core.speculative import draft
@@ -222,8 +222,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager)
     trace = Trace(tau=args.tau)
-    weights = sum(p.numel() * p.element_size() for n, p in engine.model.lm.named_parameters()
-                  if "embed_tokens" not in n and not n.startswith("mtp."))
+    weights = weight_bytes(engine)
     token_bytes = kv_token_bytes(engine)
     print(f"{engine.info.name} on {engine.info.device} ({engine.info.dtype}); trace {trace}")
     print("| schedule | pages | resident (peak) | tokens/s | pages/s | rounds | ms/round | floor ms/round | "
