@@ -78,6 +78,10 @@ def random_tensor(name: str, shape: torch.Size, gen: torch.Generator) -> torch.T
 
 
 def write_real_checkpoint(folder: Path, seed: int = 0) -> Path:
+    """The random checkpoint in `folder`, which must be new or empty: writing it into another
+    checkpoint's folder would replace that one's config and tokenizer and delete its shards."""
+    if folder.is_dir() and any(folder.iterdir()):
+        raise SystemExit(f"{folder} holds other files: give a new or empty folder for the 2.1 GB checkpoint")
     cfg = HPDConfig()
     with torch.device("meta"):
         shapes = {k: v.shape for k, v in HPDModel(cfg).state_dict().items()}

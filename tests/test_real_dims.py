@@ -16,7 +16,7 @@ import json
 
 import torch
 
-from bench.real_dims import REAL_SPECIALS, real_tokenizer
+from bench.real_dims import REAL_SPECIALS, real_tokenizer, write_real_checkpoint
 from hpd_core.checkpoint import save_model
 from hpd_core.config import HPDConfig
 from hpd_core.model import HPDModel
@@ -130,3 +130,15 @@ def test_bench_tokenizer_has_the_real_vocab_and_special_ids():
     assert (special.im_start, special.im_end, special.image_context, special.fork, special.child) == (
         151644, 151645, 151671, 151679, 151680)
     assert tok.encode("<img><IMG_CONTEXT></img>", add_special_tokens=False).ids == [151669, 151671, 151670]
+
+
+def test_the_random_checkpoint_refuses_a_folder_that_holds_another_checkpoint(tmp_path):
+    shard = tmp_path / "model-00001-of-00002.safetensors"
+    shard.write_bytes(b"weights")
+    try:
+        write_real_checkpoint(tmp_path)
+    except SystemExit as refused:
+        assert "other files" in str(refused)
+    else:
+        raise AssertionError("wrote over another checkpoint's folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [shard.name] and shard.read_bytes() == b"weights"
