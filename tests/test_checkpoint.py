@@ -213,7 +213,7 @@ def test_bundled_models_load_by_name_with_their_heads_and_render_resolution(tmp_
     assert resolve_model(None) == resolve_model("hpd-tiny") == BUNDLED["hpd-tiny"]
     docs = load_engine("hpd-tiny-docs", device="cpu")
     assert docs.info.name == "bundled hpd-tiny-docs" and docs.info.mtp and docs.info.render_dpi == 150
-    assert docs.model.config.max_dynamic_patch == 16 and bundled_name(docs.info.path) == "hpd-tiny-docs"
+    assert docs.model.config.max_dynamic_patch == 20 and bundled_name(docs.info.path) == "hpd-tiny-docs"
     assert HPDConfig.load(BUNDLED["hpd-tiny"][0] / "config.json").render_dpi is None  # DEFAULT_DPI
     assert "render_dpi" not in HPDConfig().to_dict()  # the real checkpoint's config stays as it was
     assert HPDConfig.from_dict(docs.model.config.to_dict()).render_dpi == 150

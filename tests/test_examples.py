@@ -99,10 +99,10 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
     # Word F1 over tokens with a letter or digit (`metrics.words`), measured on a 2-core AMD EPYC (fp32):
-    # the bundled r37 weights (docs/training.md, 2026-12-03) 0.349 on lps and 0.568 on ragged2e, the r34
-    # weights before them 0.375 and 0.558, r30 0.365 and 0.503 (the 106 held-out pages by hpd-eval's word
-    # F1: 0.541, 0.511, 0.488). Scored against the other page's words the same output gets 0.158 and
-    # 0.150 (r34: 0.141, 0.169): common words ("the", "of", "package") overlap any two pages, so the
+    # the bundled r39 weights (20 tiles; docs/training.md, session 19) 0.494 on lps and 0.716 on ragged2e,
+    # r37 before them 0.349 and 0.568, r34 0.375 and 0.558, r30 0.365 and 0.503 (the 106 held-out pages by
+    # hpd-eval's word F1: 0.608, 0.541, 0.511, 0.488). Scored against the other page's words the same
+    # output gets 0.162 and 0.202 (r37: 0.158, 0.150): common words ("the", "of", "package") overlap any two pages, so the
     # page's own words must score clearly above that. Until r34 this test counted the dot leaders of
     # these pages' tables of contents as words (r30: 0.669 on lps, where its real words score 0.365).
     for name, (image, truth, own, other) in read_real.items():

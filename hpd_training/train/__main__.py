@@ -40,6 +40,8 @@ EVAL_SEEDS = 20_000_000      # held out: never used for training
 
 TILE_GRID = 16           # a page is a 4x4 grid of 320-px tiles (preprocess.grid_for picks (4, 4) for
 TILE_SIZE = 320          # portrait and landscape pages): the 1280-px canvas of a 2x2 grid of 640-px tiles
+                         # (`widen`'s). hpd-tiny-docs has 20 since r38 (4x5 portrait, 5x4 landscape: its
+                         # config.json; runs --init from it keep it; docs/training.md, session 19)
 DOWNSAMPLE_RATIO = 0.25  # at a quarter of the ViT's attention; 4x4 pixel shuffle: 100 image tokens a tile
 
 
