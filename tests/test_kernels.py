@@ -1,13 +1,16 @@
 """The decoder's kernels (hpd_core.model.kernels): compiled by Inductor they equal the eager
-reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones); the rotary
-rewrite is transformers' rotate_half to the bit."""
+reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones, which
+tests/test_graphs.py checks through the engine's tokens there); the rotary rewrite is
+transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU."""
 
 import pytest
 import torch
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
+from hpd_core import load_engine
 from hpd_core.model.kernels import EAGER, compiled, norm, norm_rotate
 from hpd_core.model.language import Rotary
+from tests.tiny import write_checkpoint
 
 
 def decode_arguments(dtype=torch.float64) -> dict[str, tuple]:
@@ -45,3 +48,7 @@ def test_rotary_with_a_signed_sin_is_transformers_rotate_half_to_the_bit(dtype):
     want = normed * cos + rotate_half(normed) * unsigned
     assert torch.equal(norm_rotate(x, weight, eps, cos, sin), want)
 
+
+def test_the_engine_keeps_the_eager_kernels_on_the_cpu(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path, 0), device="cpu", fused=True)
+    assert engine.model.lm.model.kernels is EAGER
