@@ -98,8 +98,9 @@ def main() -> None:
         each = launches(getattr(EAGER, name), counter.args[name]) if args.compile and name != "layer" else None
         after = ops if each is None else calls * each
         eager, fused = eager + ops, fused + after
-        print(f"  {name:12s} {calls:3g} calls  eager {ops:5g}" + (f"  fused {after:5g}" if args.compile else ""))
-    print(f"  {'total':12s}            eager {eager:5g}" + (f"  fused {fused:5g}" if args.compile else ""))
+        label = f"{name} x{calls:g}" if name != "layer" else name
+        print(f"  {label:14s} eager {ops:4g}" + (f"  fused {after:4g}" if args.compile else ""))
+    print(f"  {'total':14s} eager {eager:4g}" + (f"  fused {fused:4g}" if args.compile else ""))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The decoder's kernels (hpd_core.model.kernels): compiled by Inductor they equal the eager
 reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones, which
-tests/test_graphs.py checks through the engine's tokens there); the rotary rewrite is
+tests/test_graphs.py also checks through the engine's tokens); the rotary rewrite is
 transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU."""
 
 import pytest
@@ -13,7 +13,7 @@ from hpd_core.model.language import Rotary
 from tests.tiny import write_checkpoint
 
 
-def decode_arguments(dtype=torch.float64) -> dict[str, tuple]:
+def decode_arguments(dtype=torch.float64, device: str = "cpu") -> dict[str, tuple]:
     """Each kernel's arguments at decode-like shapes: 3 rows of 2 positions, 4 query and 2 kv
     heads of 16, 8 keys a row, 2 groups of 2 rows (the third row alone)."""
     gen = torch.Generator().manual_seed(0)
@@ -24,20 +24,24 @@ def decode_arguments(dtype=torch.float64) -> dict[str, tuple]:
     cos, sin = Rotary(16, 1e6)(torch.tensor([[5, 6], [9, 10], [3, 4]]), dtype)
     mask = torch.rand((3, 1, 4, 8), generator=gen) < 0.5
     mask[..., 0] = True  # every query may attend to some key
-    return {"norm": (rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
+    args = {"norm": (rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
             "norm_rotate": (rand(3, 2, 4, 16), 1 + 0.1 * rand(16), 1e-6, cos, sin),
             "attend": (rand(3, 2, 4, 16), rand(3, 2, 8, 16), rand(3, 2, 8, 16), mask),
-            "merge": (rand(3, 2, 4, 16), rand(3, 2, 4), rand(2, 2, 8, 16), rand(2, 2, 8),
-                      torch.tensor([0, 1, 0]), torch.tensor([0, 0, 1]), torch.tensor([False, False, True])[:, None, None]),
+            "merge": (rand(3, 2, 4, 16), rand(3, 2, 4), rand(2, 2, 8, 16), rand(2, 2, 8), torch.tensor([0, 1, 0]),
+                      torch.tensor([0, 0, 1]), torch.tensor([False, False, True])[:, None, None]),
             "silu_mul": (rand(3, 2, 128), rand(3, 2, 128))}
+    return {name: tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in values)
+            for name, values in args.items()}
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="Triton kernels need a GPU (run on the lent H200)"))])
 @torch.inference_mode()
-def test_inductor_compiled_kernels_equal_the_eager_ones():
+def test_inductor_compiled_kernels_equal_the_eager_ones(device):
     fused = compiled()
-    for name, args in decode_arguments().items():
+    for name, args in decode_arguments(device=device).items():
         torch.testing.assert_close(getattr(fused, name)(*args), getattr(EAGER, name)(*args), rtol=1e-12, atol=1e-12,
-                                   msg=name)
+                                   msg=lambda report, name=name: f"{name}: {report}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
