@@ -1,6 +1,6 @@
 """The engine at the real HPD-Parsing dimensions (docs/format.md §2), with random weights.
 
-    python -m bench.real_dims /tmp/hpd-real [--device cpu] [--new-tokens 16]   # from the repo root
+    python -m bench.real_dims /tmp/hpd-real [--device cpu] [--new-tokens 16] [--no-fused]   # from the repo root
 
 Writes into the given folder a checkpoint with the real tensor names and shapes (664 tensors,
 1,071,912,960 parameters incl. the embedded P-MTP head, bf16, one `model.safetensors` of
@@ -8,7 +8,8 @@ Writes into the given folder a checkpoint with the real tensor names and shapes 
 special tokens at their real ids; loads it with `load_engine`; parses a 896x1344 page (2x3 grid
 + thumbnail = 7 tiles, 1,792 image tokens); then times one decode forward
 (`speculative.step`) at batch 1 and 16, greedy (k=0) and with 6 P-MTP drafts, on a KV cache
-holding a prompt of the same length: eager and, on CUDA, replayed as CUDA graphs.
+holding a prompt of the same length: eager and, on CUDA, replayed as CUDA graphs, with the eager
+kernels and (unless --no-fused) with the compiled ones (`hpd_core.model.kernels`).
 
 Measured 2026-11-29 on the dev box (2 cores, 24 GiB, fp32, torch 2.13) while other jobs ran
 (load average 5.5: this process got ~46% of the two cores, so uncontended times are ~2x lower):
@@ -42,6 +43,7 @@ from hpd_core.checkpoint import write_tensors
 from hpd_core.config import HPDConfig
 from hpd_core.kv_cache import KVCache
 from hpd_core.model import HPDModel
+from hpd_core.model.kernels import EAGER
 from hpd_core.speculative import step
 
 # Real ids (docs/format.md §3); <BLOCK> at 151678 is inferred. The other added ids are reserved fillers.
@@ -115,15 +117,20 @@ def seconds(fn, repeats: int) -> float:
 def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict[tuple[int, int, str], tuple[float, int]]:
     """{(batch, k, mode): (seconds of one `step`, key positions it reads per layer)} on rows forked
     from a page row of `context` prompt positions (its shared prefix, read once per step); modes
-    "eager" and, on CUDA, "graphs" (`hpd_core.graphs`), measured in turn at each batch and k."""
+    "eager" and, on CUDA, "graphs" (`hpd_core.graphs`) and, where the engine was loaded with
+    compiled kernels, "graphs+fused", measured in turn at each batch and k."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
                     device=engine.device, blocks=context // 16 + 2 * max(batches) + 2)
     rows = forked_rows(lm, cache, context, max(batches))
     h = torch.zeros(llm.hidden_size, dtype=engine.dtype, device=engine.device)
     pending = 5
-    modes = {"eager": None} | ({"graphs": DecodeGraphs(capture=True)} if engine.device.type == "cuda" else {})
-    engine_graphs = lm.model.graphs
+    engine_graphs, engine_kernels = lm.model.graphs, lm.model.kernels
+    modes = {"eager": (None, EAGER)}
+    if engine.device.type == "cuda":
+        modes["graphs"] = DecodeGraphs(capture=True), EAGER
+        if engine_kernels is not EAGER:
+            modes["graphs+fused"] = DecodeGraphs(capture=True), engine_kernels
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)
@@ -132,10 +139,10 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
                 step(lm, cache, rows[:batch], [pending] * batch, hidden, k)
                 for r in rows[:batch]:
                     cache.crop(r, context)  # every timed step sees the same context
-            for mode, graphs in modes.items():
-                lm.model.graphs = graphs
+            for mode, (graphs, kernels) in modes.items():
+                lm.model.graphs, lm.model.kernels = graphs, kernels
                 out[batch, k, mode] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
-    lm.model.graphs = engine_graphs
+    lm.model.graphs, lm.model.kernels = engine_graphs, engine_kernels
     return out
 
 
@@ -146,6 +153,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens of the page parse")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", default="1,16", help="decode batch sizes to time, e.g. 1,16,64")
+    parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
+                        help="load_engine's fused kernels (CUDA): --no-fused times eager and graphs only")
     parser.add_argument("--bandwidth", type=float, default=0.0,
                         help="memory bandwidth in GB/s for the floor (default: none printed)")
     args = parser.parse_args()
@@ -158,7 +167,7 @@ def main() -> None:
     print(f"write checkpoint      {time.perf_counter() - start:7.1f} s  model.safetensors {size:,} B")
     print(f"load average          {os.getloadavg()[0]:7.1f}    on {os.cpu_count()} cores")
     start = time.perf_counter()
-    engine = load_engine(folder, device=args.device)
+    engine = load_engine(folder, device=args.device, fused=args.fused)
     print(f"load_engine           {time.perf_counter() - start:7.1f} s  {engine.info.parameters:,} parameters, "
           f"{engine.info.dtype} on {engine.info.device}")
     for event in engine.stream(page(), ParseOptions(max_new_tokens=args.new_tokens, use_mtp=False)):
@@ -178,7 +187,7 @@ def main() -> None:
             kv = keys * token_bytes
             floor = (f"  floor {(weights + kv) / args.bandwidth / 1e6:6.2f} ms "
                      f"(weights {weights / 1e9:.2f} GB + KV {kv / 1e9:.2f} GB)")
-        print(f"step batch {batch:2d} k={k} {mode:6s} {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
+        print(f"step batch {batch:2d} k={k} {mode:12s} {sec * 1000:8.2f} ms  ({batch * (k + 1)} tokens fed){floor}")
     print(f"load average          {os.getloadavg()[0]:7.1f}")
 
 

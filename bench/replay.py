@@ -2,7 +2,7 @@
 read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
-                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800]
+                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
 pages, so a `Trace` says what each page writes: prompt length, layout-branch length, the
@@ -216,11 +216,15 @@ def main() -> None:
     parser.add_argument("--max-active-branches", type=int, default=64, help="per page (scaled by the pages)")
     parser.add_argument("--bandwidth", type=float, default=0.0, help="GB/s for the floor (default: none)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--eager", action="store_true", help="on CUDA, no CUDA graphs (the reference path)")
+    parser.add_argument("--eager", action="store_true",
+                        help="on CUDA, no CUDA graphs and no fused kernels (the reference path)")
+    parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
+                        help="load_engine's fused kernels (CUDA)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager)
+    engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager,
+                         fused=args.fused and not args.eager)
     trace = Trace(tau=args.tau)
     weights = weight_bytes(engine)
     token_bytes = kv_token_bytes(engine)

@@ -1,14 +1,14 @@
 """Where one decode step of the bundled model spends its time, by batch size.
 
-    python -m bench.step_profile [--model PATH] [--device cuda] [--batches 1,16,64,256] [--context 2000]
+    python -m bench.step_profile [--model PATH] [--device cuda] [--batches 1,16,64,256] [--context 2000] [--no-fused]
     python -m bench.step_profile [--device cuda] --engine PAGE.png --batches 64 [--tokens 100]
 
 Times `speculative.step` (greedy, k=0) on rows forked from one page row of `context` prompt
 positions (its shared prefix, as in the engine), then prints the
 top operators of three steps by device time (CUDA) or CPU time and the host functions by own
 time: the evidence for what bounds a decode step (kernel launches, attention, matmuls, the
-host's bookkeeping) in bench/NOTES.md. On CUDA the step replays CUDA graphs (load_engine's
-default). With `--engine`, the
+host's bookkeeping) in bench/NOTES.md. On CUDA the step replays CUDA graphs of the compiled
+kernels (load_engine's defaults; `--no-fused`: of the eager ones). With `--engine`, the
 whole engine instead: `parse_batch` of that page repeated, plain AR, under cProfile (host
 functions by own time) and the torch profiler.
 """
@@ -37,8 +37,10 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=2000)
     parser.add_argument("--engine", help="a page image: profile parse_batch of it instead of one step")
     parser.add_argument("--tokens", type=int, default=100, help="--engine: max_new_tokens")
+    parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
+                        help="load_engine's fused kernels (CUDA)")
     args = parser.parse_args()
-    engine = load_engine(args.model, device=args.device)
+    engine = load_engine(args.model, device=args.device, fused=args.fused)
     if args.engine:
         return profile_engine(engine, args)
     lm, llm = engine.model.lm, engine.config.llm_config

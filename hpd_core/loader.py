@@ -10,6 +10,7 @@ import torch
 from hpd_core.checkpoint import load_model
 from hpd_core.engine import Engine
 from hpd_core.graphs import DecodeGraphs
+from hpd_core.model.kernels import compiled
 from hpd_core.tokenizer import HPDTokenizer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
                 dtype: torch.dtype | None = None, vision_bf16: bool | None = None,
-                cuda_graphs: bool = True) -> Engine:
+                cuda_graphs: bool = True, fused: bool = True) -> Engine:
     """An engine for a checkpoint folder, a bundled model's name (hpd-tiny, hpd-tiny-docs), a hub
     repo id (e.g. PaddlePaddle/HPD-Parsing), or, with None, the bundled hpd-tiny. fp32 on CPU, bf16
     on CUDA unless `dtype` says otherwise.
@@ -61,13 +62,19 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
     `cuda_graphs`: on CUDA, decode forwards run as captured CUDA graphs (`hpd_core.graphs`; the
     same tokens as eager, which is the reference path and the CPU's).
+    `fused`: on CUDA, the decoder's norms, rotary, softmax and merge run as kernels fused by
+    torch.compile (`hpd_core.model.kernels`; the CPU keeps the eager reference: Inductor's C++
+    compile there took ~1 minute for the tiny test model).
     (A server URL is opened by `hpd_tools.backends.open_engine`.)"""
     folder, mtp = resolve_model(source)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     hpd = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
-    if cuda_graphs and torch.device(device).type == "cuda":
-        hpd.lm.model.graphs = DecodeGraphs(capture=True)
+    if torch.device(device).type == "cuda":
+        if cuda_graphs:
+            hpd.lm.model.graphs = DecodeGraphs(capture=True)
+        if fused:
+            hpd.lm.model.kernels = compiled()
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()

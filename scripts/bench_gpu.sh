@@ -8,8 +8,10 @@
 #   bash scripts/bench_gpu.sh vllm         # the same on the vllm backend (stock vLLM, CUDA graphs; synchronous
 #                                          # scheduling, the backend's CUDA default: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
-#   bash scripts/bench_gpu.sh graphs       # the CUDA-graph tests (tests/test_graphs.py: replay == eager tokens)
-#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs)
+#   bash scripts/bench_gpu.sh graphs       # the CUDA-graph and fused-kernel tests (tests/test_graphs.py: replay of
+#                                          # the compiled kernels == eager tokens; tests/test_kernels.py: Triton == eager)
+#   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs vs graphs+fused)
+#   bash scripts/bench_gpu.sh profile      # the real dimensions: where a graph step's time goes, fused and not
 #   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1 and 64 pages (graphs; pages wait
 #                                          # for room in the KV pool: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh replay-512   # the same, 512 pages of fork-batched + P-MTP (205 s; plain AR at 512
@@ -33,10 +35,16 @@ case "${1:-}" in
   vllm-eager) timeout 560 "${bench[@]}" --backend vllm --vllm-arg enforce_eager=true \
                 --pages-per-batch 1 \
                 --out "$OUT/bundled-vllm-cuda-eager" >"$OUT/bench-vllm-eager.log" 2>&1; grep '^\[ ' "$OUT/bench-vllm-eager.log" ;;
-  graphs) timeout 200 python3 -m pytest -p no:cacheprovider tests/test_graphs.py 2>&1 | tee "$OUT/graphs-test.log" ;;
+  graphs) timeout 400 python3 -m pytest -p no:cacheprovider tests/test_graphs.py tests/test_kernels.py 2>&1 |
+            tee "$OUT/graphs-test.log" ;;
   real) real
         timeout 540 python3 -m bench.real_dims /tmp/hpd-real --device cuda --batches 1,16,64 --bandwidth 4800 \
           --repeats 20 2>&1 | tee "$OUT/real-dims-cuda.log" ;;
+  profile) real
+        timeout 270 python3 -m bench.step_profile --model /tmp/hpd-real --device cuda --batches 1,64 2>&1 |
+          tee "$OUT/step-profile-cuda.log"
+        timeout 270 python3 -m bench.step_profile --model /tmp/hpd-real --device cuda --batches 1,64 --no-fused 2>&1 |
+          tee "$OUT/step-profile-cuda-unfused.log" ;;
   replay) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64 \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
@@ -49,5 +57,6 @@ case "${1:-}" in
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | replay | replay-512 | real-eager | vllm-real" >&2; exit 2 ;;
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | profile | replay | replay-512 | real-eager | vllm-real" >&2
+     exit 2 ;;
 esac

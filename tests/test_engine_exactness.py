@@ -13,6 +13,7 @@ from hpd_core import ParseOptions, load_engine
 from hpd_core import reference
 from hpd_core.graphs import DecodeGraphs
 from hpd_core.kv_cache import KVCache
+from hpd_core.model.kernels import EAGER, compiled
 from tests.tiny import write_checkpoint
 
 SEEDS = range(30)
@@ -129,6 +130,37 @@ def test_decode_forwards_padded_to_graph_buckets_give_the_same_tokens(engines, b
                 assert [tokens(r) for r in together] == [tokens(r) for r in alone]
         finally:
             engine.model.lm.model.graphs = None
+
+
+def test_compiled_kernels_give_the_same_tokens_in_every_mode(engines, baselines):
+    """The decoder's compiled kernels (hpd_core.model.kernels), unpadded and padded to graph
+    buckets, give in every mode the tokens of the eager serial decode and of the naive reference.
+    Dynamo traces each as on CUDA (whole graphs, dynamic shapes, a graph per size-1 or stride
+    pattern met) and its eager backend runs the traced graphs: Inductor's C++ compile of every
+    graph met here would take ~1 minute on the 2-core CPU (tests/test_kernels.py checks Inductor's
+    kernels against the eager ones)."""
+    kernels, pages = compiled("eager"), [page(0), page(1), page(2)]
+    alone = [engines[0].parse(p, ParseOptions(use_mtp=False, max_new_tokens=BUDGET)) for p in pages]
+    for seed in list(SEEDS)[:3]:
+        engine = engines[seed]
+        decoder, stop = engine.model.lm.model, engine.special.stop
+        plain = tuple(reference.greedy(engine.model.lm, engine.prompt(page(seed), "plain")[1], BUDGET, stop))
+        for graphs in (None, DecodeGraphs(capture=False)):
+            decoder.kernels, decoder.graphs = kernels, graphs
+            try:
+                for use_mtp in (False, True):
+                    for batch_children in (False, True):
+                        options = ParseOptions(use_mtp=use_mtp, num_speculative_tokens=3,
+                                               batch_children=batch_children, max_new_tokens=BUDGET)
+                        assert tokens(engine.parse(page(seed), options)) == tokens(baselines[seed]), seed
+                options = ParseOptions(prompt="plain", use_mtp=True, num_speculative_tokens=3, max_new_tokens=BUDGET)
+                assert engine.parse(page(seed), options).branches[0].token_ids == plain, seed
+                if seed == 0:
+                    together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True,
+                                                                      max_new_tokens=BUDGET))
+                    assert [tokens(r) for r in together] == [tokens(r) for r in alone]
+            finally:
+                decoder.kernels, decoder.graphs = EAGER, None
 
 
 class RecordingCache(KVCache):

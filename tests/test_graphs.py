@@ -1,6 +1,7 @@
 """Decode forwards padded to CUDA-graph buckets (hpd_core.graphs) equal the unpadded forwards:
 the same hidden states and the same keys written, nothing but the scratch block touched besides,
-no NaN anywhere (float64, run eagerly on the CPU; the replay itself is checked on CUDA)."""
+no NaN anywhere (float64, run eagerly on the CPU; the replay itself, with the compiled kernels
+load_engine chooses there, is checked on CUDA)."""
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch
 from hpd_core import ParseOptions, load_engine
 from hpd_core.graphs import Bucket, DecodeGraphs, pad_layout
 from hpd_core.kv_cache import KVCache
+from hpd_core.model.kernels import EAGER
 from hpd_core.model.language import LanguageModel
 from tests.test_conformance import VOCAB, ours_config, random_model
 from tests.test_engine_exactness import page
@@ -86,14 +88,16 @@ def test_the_scratch_block_is_not_in_use_and_reset_frees_everything_else():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the lent H200)")
-def test_cuda_graph_replay_gives_the_eager_tokens_on_the_bundled_model():
+def test_cuda_graph_replay_of_fused_kernels_gives_the_eager_tokens_on_the_bundled_model():
     engine = load_engine(None, device="cuda", dtype=torch.float32)
-    assert engine.model.lm.model.graphs is not None
+    decoder = engine.model.lm.model
+    assert decoder.graphs is not None and decoder.kernels is not EAGER
     image = page(0).resize((640, 800))
     for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=6)):
         replayed = engine.parse(image, options)
-        graphs, engine.model.lm.model.graphs = engine.model.lm.model.graphs, None
+        graphs, kernels = decoder.graphs, decoder.kernels
+        decoder.graphs, decoder.kernels = None, EAGER
         eager = engine.parse(image, options)
-        engine.model.lm.model.graphs = graphs
+        decoder.graphs, decoder.kernels = graphs, kernels
         assert [b.token_ids for b in replayed.branches] == [b.token_ids for b in eager.branches]
         assert len(graphs.graphs) > 0

@@ -6,6 +6,8 @@ so `state_dict()` keys are the real tensor names.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -13,6 +15,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hpd_core.config import LLMConfig
 from hpd_core.kv_cache import KVCache, Layout
+from hpd_core.model.kernels import EAGER, Kernels
 
 
 class RMSNorm(nn.Module):
@@ -21,16 +24,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in at least fp32 (as transformers' Qwen3RMSNorm), fp64 stays fp64.
-        wide = x.to(torch.promote_types(x.dtype, torch.float32))
-        wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * wide.to(x.dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    def forward(self, x: torch.Tensor, kernels: Kernels = EAGER) -> torch.Tensor:
+        return kernels.norm(x, self.weight, self.eps)
 
 
 class Rotary:
@@ -40,18 +35,20 @@ class Rotary:
         self.head_dim, self.theta = head_dim, theta
 
     def __call__(self, positions: torch.Tensor, dtype: torch.dtype):
-        """cos, sin: [B, 1, q, D] for positions [B, q] (angles in >= fp32, as transformers)."""
+        """cos, sin: [B, q, 1, D] for positions [B, q] (angles in >= fp32, as transformers), sin
+        with its first half negated: the sign of rotate_half (`kernels.norm_rotate`)."""
         wide = torch.promote_types(dtype, torch.float32)
         exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
         inv_freq = (1.0 / (self.theta ** exponents)).to(wide)
-        freqs = positions[..., None].to(wide) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)[:, None]
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        freqs = (positions[..., None].to(wide) * inv_freq)[:, :, None]
+        cos, sin = freqs.cos(), freqs.sin()
+        return torch.cat((cos, cos), -1).to(dtype), torch.cat((-sin, sin), -1).to(dtype)
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LLMConfig):
+    def __init__(self, cfg: LLMConfig, index: int):
         super().__init__()
+        self.index = index  # the layer's place in the KV cache
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_proj = nn.Linear(cfg.hidden_size, self.heads * self.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=False)
@@ -60,21 +57,21 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
-    def project(self, x, rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q [B, heads, q, D], k and v [B, kv_heads, q, D] of inputs x [B, q, H], rotated."""
+    def project(self, x, rope, kernels: Kernels = EAGER) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [B, heads, q, D], k and v [B, kv_heads, q, D] of inputs x [B, q, H], normed and rotated."""
         b, q_len, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, q_len, self.heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, q_len, self.kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, q_len, self.kv_heads, self.head_dim).transpose(1, 2)
-        cos, sin = rope
-        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+        q = self.q_proj(x).view(b, q_len, self.heads, self.head_dim)
+        k = self.k_proj(x).view(b, q_len, self.kv_heads, self.head_dim)
+        q = kernels.norm_rotate(q, self.q_norm.weight, self.q_norm.eps, *rope)
+        k = kernels.norm_rotate(k, self.k_norm.weight, self.k_norm.eps, *rope)
+        v = self.v_proj(x).view(b, q_len, self.kv_heads, self.head_dim)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
-    def forward(self, x, rope, mask, kv: "CachedLayer | None") -> torch.Tensor:
+    def forward(self, x, rope, mask, paged: PagedForward | None, kernels: Kernels) -> torch.Tensor:
         b, q_len, _ = x.shape
-        q, k, v = self.project(x, rope)
-        if kv is not None:
-            return self.o_proj(kv.attend(q, k, v).transpose(1, 2).reshape(b, q_len, -1))
-        return self.o_proj(masked_attention(q, k, v, mask).transpose(1, 2).reshape(b, q_len, -1))
+        q, k, v = self.project(x, rope, kernels)
+        out = masked_attention(q, k, v, mask) if paged is None else paged.attend(self.index, q, k, v, kernels)
+        return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
 
 
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -88,15 +85,7 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != heads)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
-    """Softmax attention and its log-sum-exp: q [N, kv, n, D], k and v [N, kv, L, D], mask
-    (True = may attend) broadcast to [N, kv, n, L] -> out [N, kv, n, D], lse [N, kv, n]."""
-    scores = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(~mask, float("-inf"))
-    lse = scores.logsumexp(-1, keepdim=True)
-    return (scores - lse).exp() @ v, lse[..., 0]
-
-
-def paged_attention(q: torch.Tensor, cache: KVCache, layer: int, layout: Layout) -> torch.Tensor:
+def paged_attention(q: torch.Tensor, paged: PagedForward, layer: int, kernels: Kernels) -> torch.Tensor:
     """Attention of q [B, heads, n, D] over each row's cached keys at positions <= its own.
 
     Two parts merged by log-sum-exp: each row's rest (its blocks after its shared prefix, gathered
@@ -107,26 +96,18 @@ def paged_attention(q: torch.Tensor, cache: KVCache, layer: int, layout: Layout)
     dense softmax below materialises [B, kv, heads / kv * n, S] (3.5x slower for a 1,779-token
     prefill on the 2-core CPU)."""
     b, heads, n, d = q.shape
+    cache, layout = paged.cache, paged.layout
     kv = cache.k.shape[3]
-    gn = heads // kv * n
     k, v = cache.gather(layer, layout.rest_blocks)
-    mask = layout.rest_positions[:, None, :] <= layout.positions[:, :, None]      # [B, n, S]
     groups, members = layout.group_rows.shape
     if not groups:  # no shared prefix (e.g. a page's prefill): one fused attention, no merge
-        return masked_attention(q, k, v, mask[:, None])
-    q = q.reshape(b, kv, gn, d)  # query head h uses kv head h // (heads / kv)
-    mask = mask[:, None, None].expand(-1, -1, heads // kv, -1, -1).reshape(b, 1, gn, -1)
-    out, lse = attend(q, k, v, mask)
+        return masked_attention(q, k, v, paged.rest_mask)
+    q = q.reshape(b, kv, heads // kv * n, d)  # query head h uses kv head h // (heads / kv)
+    out, lse = kernels.attend(q, k, v, paged.rest_mask)
     k, v = cache.gather(layer, layout.prefix_blocks)                              # [G, kv, P, D]
-    grouped = q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * gn, d)
-    shared, shared_lse = attend(grouped, k, v, layout.prefix_valid[:, None, None, :])
-    shared = shared.view(groups, kv, members, gn, d).transpose(1, 2)[layout.row_group.clamp(min=0), layout.row_slot]
-    shared_lse = shared_lse.view(groups, kv, members, gn).transpose(1, 2)[layout.row_group.clamp(min=0),
-                                                                          layout.row_slot]
-    shared_lse = shared_lse.masked_fill((layout.row_group < 0)[:, None, None], float("-inf"))
-    top = torch.maximum(lse, shared_lse)
-    w_rest, w_shared = (lse - top).exp()[..., None], (shared_lse - top).exp()[..., None]
-    out = (w_rest * out + w_shared * shared) / (w_rest + w_shared)
+    grouped = q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * q.shape[2], d)
+    shared, shared_lse = kernels.attend(grouped, k, v, paged.prefix_mask)
+    out = kernels.merge(out, lse, shared, shared_lse, paged.group, layout.row_slot, paged.alone)
     return out.view(b, heads, n, d)
 
 
@@ -137,21 +118,21 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x, kernels: Kernels = EAGER):
+        return self.down_proj(kernels.silu_mul(self.gate_proj(x), self.up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: LLMConfig):
+    def __init__(self, cfg: LLMConfig, index: int):
         super().__init__()
-        self.self_attn = Attention(cfg)
+        self.self_attn = Attention(cfg, index)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, h, rope, mask, kv):
-        h = h + self.self_attn(self.input_layernorm(h), rope, mask, kv)
-        return h + self.mlp(self.post_attention_layernorm(h))
+    def forward(self, h, rope, mask, paged: PagedForward | None, kernels: Kernels):
+        h = h + self.self_attn(self.input_layernorm(h, kernels), rope, mask, paged, kernels)
+        return h + self.mlp(self.post_attention_layernorm(h, kernels), kernels)
 
 
 # Not cuDNN's fused attention: it builds an execution plan for every new shape, and decoding
@@ -160,29 +141,49 @@ class DecoderLayer(nn.Module):
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
-class CachedLayer:
-    """What one layer's attention does with a cache: write this step's keys, attend over blocks."""
+@dataclass(frozen=True)
+class PagedForward:
+    """What each layer's attention does with a cache in one forward: write this step's keys,
+    attend over blocks. The masks and indices that every layer reads are derived from the layout
+    once per forward (inside a captured graph: from its static layout)."""
+    cache: KVCache
+    layout: Layout
+    rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] True = may attend ([B, 1, n, S] when G = 0)
+    prefix_mask: torch.Tensor  # [G, 1, 1, P] the group's prefix has that key
+    group: torch.Tensor        # [B] each row's group (0 for a row without one)
+    alone: torch.Tensor        # [B, 1, 1] True for rows without a shared prefix
 
-    def __init__(self, cache: KVCache, layer: int, layout: Layout):
-        self.cache, self.layer, self.layout = cache, layer, layout
+    @staticmethod
+    def of(cache: KVCache, layout: Layout, queries_per_kv: int) -> PagedForward:
+        b, n = layout.positions.shape
+        mask = layout.rest_positions[:, None, :] <= layout.positions[:, :, None]       # [B, n, S]
+        if layout.group_rows.shape[0]:  # the queries of a kv head side by side (`paged_attention`)
+            mask = mask[:, None, None].expand(-1, -1, queries_per_kv, -1, -1).reshape(b, 1, queries_per_kv * n, -1)
+        else:
+            mask = mask[:, None]
+        return PagedForward(cache, layout, mask, layout.prefix_valid[:, None, None, :],
+                            layout.row_group.clamp(min=0), (layout.row_group < 0)[:, None, None])
 
-    def attend(self, q, k, v) -> torch.Tensor:
-        self.cache.write(self.layer, self.layout, k, v)
-        return paged_attention(q, self.cache, self.layer, self.layout)
+    def attend(self, layer: int, q, k, v, kernels: Kernels) -> torch.Tensor:
+        self.cache.write(layer, self.layout, k, v)
+        return paged_attention(q, self, layer, kernels)
 
 
 class Decoder(nn.Module):
     """`language_model.model`: embeddings, layers, final norm. With `graphs` (graphs.py), decode
     forwards over a cache (q <= its `max_q`) run as captured CUDA graphs (or their padded
-    eager twin on the CPU)."""
+    eager twin on the CPU). `kernels`: the layers' norms, rotary, softmax and merge, eager
+    (the reference) or compiled (`hpd_core.model.kernels`)."""
 
     def __init__(self, cfg: LLMConfig):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
+        self.queries_per_kv = cfg.num_attention_heads // cfg.num_key_value_heads
         self.graphs = None
+        self.kernels = EAGER
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 rows: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -203,11 +204,12 @@ class Decoder(nn.Module):
     def run_layers(self, embeds, positions, mask, cache: KVCache | None, layout: Layout | None) -> torch.Tensor:
         """The layers and final norm over a planned forward (what a CUDA graph captures)."""
         rope = self.rotary(positions, embeds.dtype)
+        paged = None if cache is None else PagedForward.of(cache, layout, self.queries_per_kv)
         h = embeds
         with sdpa_kernel(ATTENTION_BACKENDS):
-            for i, layer in enumerate(self.layers):
-                h = layer(h, rope, mask, None if cache is None else CachedLayer(cache, i, layout))
-        return self.norm(h)
+            for layer in self.layers:
+                h = layer(h, rope, mask, paged, self.kernels)
+        return self.norm(h, self.kernels)
 
 
 class LanguageModel(nn.Module):

@@ -1,0 +1,88 @@
+"""The decoder's elementwise and reduction chains as small pure functions, and their fused twins.
+
+`EAGER` is the reference: plain PyTorch, a kernel per op (71 of the 88 kernels a layer of a bf16
+decode forward launches; `bench.layer_ops`). `compiled()` is the same functions through
+`torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~31 a layer).
+They read only small activations and keys already gathered from the KV pool: the pool's writes
+and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
+of it). Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels
+(Dynamo still specialises a dimension of size 1, a stride pattern, sizes that happen to be
+equal: a few graphs per function); the first call of a shape compiles, which a CUDA graph's
+warm-up run does before its capture.
+
+Norm and rotary compute in at least fp32, as transformers' Qwen3 does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+
+def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dimension, in >= fp32 (fp64 stays fp64)."""
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * wide.to(x.dtype)
+
+
+def norm_rotate(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor,
+                sin: torch.Tensor) -> torch.Tensor:
+    """q_norm or k_norm, then rotary: x [B, q, heads, D], cos and sin [B, q, 1, D] (`Rotary`).
+    `sin` carries the sign of rotate_half (its first half negated), so rotate_half(x) * sin of
+    transformers is the plain swap of halves times it: the same products, exactly."""
+    x = norm(x, weight, eps)
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention and its log-sum-exp: q [N, kv, n, D], k and v [N, kv, L, D], mask
+    (True = may attend) broadcast to [N, kv, n, L] -> out [N, kv, n, D], lse [N, kv, n]."""
+    scores = torch.where(mask, (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5, float("-inf"))
+    lse = scores.logsumexp(-1, keepdim=True)
+    return (scores - lse).exp() @ v, lse[..., 0]
+
+
+def merge(out: torch.Tensor, lse: torch.Tensor, shared: torch.Tensor, shared_lse: torch.Tensor,
+          group: torch.Tensor, slot: torch.Tensor, alone: torch.Tensor) -> torch.Tensor:
+    """Each row's attention over its own keys (out [B, kv, n, D], lse [B, kv, n]) and over its
+    group's shared prefix (shared [G, kv, R * n, D], shared_lse [G, kv, R * n]: the group's R rows'
+    queries side by side; the row is `slot` of `group` [B]), merged by log-sum-exp -> [B, kv, n, D].
+    Rows `alone` [B, 1, 1] have no shared prefix: their own keys only."""
+    groups, kv, _, d = shared.shape
+    n = out.shape[2]
+    shared = shared.view(groups, kv, -1, n, d).transpose(1, 2)[group, slot]
+    shared_lse = shared_lse.view(groups, kv, -1, n).transpose(1, 2)[group, slot]
+    shared_lse = torch.where(alone, float("-inf"), shared_lse)
+    top = torch.maximum(lse, shared_lse)
+    w_rest, w_shared = (lse - top).exp()[..., None], (shared_lse - top).exp()[..., None]
+    return (w_rest * out + w_shared * shared) / (w_rest + w_shared)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The functions a decoder layer calls (`Decoder.kernels`, chosen once at load)."""
+    norm: Callable
+    norm_rotate: Callable
+    attend: Callable
+    merge: Callable
+    silu_mul: Callable
+
+
+EAGER = Kernels(norm, norm_rotate, attend, merge, silu_mul)
+
+
+def compiled(backend: str = "inductor") -> Kernels:
+    """`EAGER`'s functions compiled, each a whole graph (a graph break fails loudly), with dynamic
+    shapes; backend "eager" runs Dynamo's traced graphs without compiling them (the CPU tests).
+    The recompile limit is far above the few graphs a decoder needs, since with `fullgraph`
+    reaching it is an error. Not mode="reduce-overhead": the decoder captures its own CUDA graphs
+    (graphs.py)."""
+    return Kernels(*(torch.compile(getattr(EAGER, f.name), backend=backend, dynamic=True, fullgraph=True,
+                                   recompile_limit=64) for f in fields(Kernels)))

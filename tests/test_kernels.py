@@ -1,0 +1,58 @@
+"""The decoder's kernels (hpd_core.model.kernels): compiled by Inductor they equal the eager
+reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones, which
+tests/test_graphs.py also checks through the engine's tokens); the rotary rewrite is
+transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU."""
+
+import pytest
+import torch
+from transformers.models.qwen3.modeling_qwen3 import rotate_half
+
+from hpd_core import load_engine
+from hpd_core.model.kernels import EAGER, compiled, norm, norm_rotate
+from hpd_core.model.language import Rotary
+from tests.tiny import write_checkpoint
+
+
+def decode_arguments(dtype=torch.float64, device: str = "cpu") -> dict[str, tuple]:
+    """Each kernel's arguments at decode-like shapes: 3 rows of 2 positions, 4 query and 2 kv
+    heads of 16, 8 keys a row, 2 groups of 2 rows (the third row alone)."""
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(shape, generator=gen, dtype=dtype)
+
+    cos, sin = Rotary(16, 1e6)(torch.tensor([[5, 6], [9, 10], [3, 4]]), dtype)
+    mask = torch.rand((3, 1, 4, 8), generator=gen) < 0.5
+    mask[..., 0] = True  # every query may attend to some key
+    args = {"norm": (rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
+            "norm_rotate": (rand(3, 2, 4, 16), 1 + 0.1 * rand(16), 1e-6, cos, sin),
+            "attend": (rand(3, 2, 4, 16), rand(3, 2, 8, 16), rand(3, 2, 8, 16), mask),
+            "merge": (rand(3, 2, 4, 16), rand(3, 2, 4), rand(2, 2, 8, 16), rand(2, 2, 8), torch.tensor([0, 1, 0]),
+                      torch.tensor([0, 0, 1]), torch.tensor([False, False, True])[:, None, None]),
+            "silu_mul": (rand(3, 2, 128), rand(3, 2, 128))}
+    return {name: tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in values)
+            for name, values in args.items()}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="Triton kernels need a GPU (run on the lent H200)"))])
+@torch.inference_mode()
+def test_inductor_compiled_kernels_equal_the_eager_ones(device):
+    fused = compiled()
+    for name, args in decode_arguments(device=device).items():
+        torch.testing.assert_close(getattr(fused, name)(*args), getattr(EAGER, name)(*args), rtol=1e-12, atol=1e-12,
+                                   msg=lambda report, name=name: f"{name}: {report}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_with_a_signed_sin_is_transformers_rotate_half_to_the_bit(dtype):
+    x, weight, eps, cos, sin = decode_arguments(dtype)["norm_rotate"]
+    normed = norm(x, weight, eps)
+    unsigned = torch.cat((-sin[..., :8], sin[..., 8:]), -1)  # the plain sin of the angles
+    want = normed * cos + rotate_half(normed) * unsigned
+    assert torch.equal(norm_rotate(x, weight, eps, cos, sin), want)
+
+
+def test_the_engine_keeps_the_eager_kernels_on_the_cpu(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path, 0), device="cpu", fused=True)
+    assert engine.model.lm.model.kernels is EAGER
