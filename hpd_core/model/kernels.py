@@ -84,5 +84,6 @@ def compiled(backend: str = "inductor") -> Kernels:
     The recompile limit is far above the few graphs a decoder needs, since with `fullgraph`
     reaching it is an error. Not mode="reduce-overhead": the decoder captures its own CUDA graphs
     (graphs.py)."""
-    return Kernels(*(torch.compile(getattr(EAGER, f.name), backend=backend, dynamic=True, fullgraph=True,
-                                   recompile_limit=64) for f in fields(Kernels)))
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # torch 2.11 has no kwarg
+    return Kernels(*(torch.compile(getattr(EAGER, f.name), backend=backend, dynamic=True, fullgraph=True)
+                     for f in fields(Kernels)))
