@@ -19,6 +19,7 @@ import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from hpd_core.checkpoint import MTP_PREFIX, load_model
+from hpd_core.config import HPDConfig
 from hpd_core.loader import load_engine
 from hpd_training.train import data, distributed
 from hpd_training.train.__main__ import TILE_GRID, bundled_config, lr_factor, parse_span
@@ -137,6 +138,26 @@ def test_stages_take_synthetic_configs_and_page_sources_in_turn_by_seed():
     got, same = stage.page(8), render_page(8, SynthConfig.lines())  # even: the config's page of the seed, as before
     assert isinstance(got, SynthPage) and got.image.tobytes() == same.image.tobytes() and got.blocks == same.blocks
     assert "real" not in data.stages() and data.stages(source())["real"].batch == 16
+
+
+def test_a_tenth_of_the_real_stages_pages_are_landscape_and_most_take_the_turned_20_tile_grid():
+    from hpd_core.preprocess import grid_for
+    from tests.pages import source
+
+    real = data.stages(source())["real"]
+    seeds = range(240)
+    synthetic = [real.sources[s % len(real.sources)] for s in seeds]
+    synthetic = [real.page(s) for s, c in zip(seeds, synthetic) if c in (data.DOCUMENT, data.DOC_LANDSCAPE)]
+    landscape = [p for p in synthetic if p.image.width > p.image.height]
+    # one source in twelve is all landscape, DOCUMENT (one in twelve) a fifth of the time: ~10%
+    assert 0.08 <= len(landscape) / len(seeds) <= 0.13
+    config = HPDConfig.load(ROOT / "assets" / "hpd-tiny-docs" / "config.json")
+    assert (config.min_dynamic_patch, config.max_dynamic_patch) == (20, 20)
+    grids = [grid_for(p.image.size, config) for p in landscape]
+    # 16:9 slides are more than 0.2 from every 20-tile grid's aspect, so the format's rule falls
+    # back to the first grids of its order and takes the portrait one
+    assert set(grids) == {(5, 4), (4, 5)} and grids.count((5, 4)) > len(grids) / 2
+    assert grid_for((1275, 1650), config) == (4, 5) and grid_for((948, 534), config) == (4, 5)
 
 
 def test_synthetic_pages_train_every_child_and_spell_all_but_formulas():

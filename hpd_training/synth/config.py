@@ -24,6 +24,12 @@ DENSE_LARGE_TYPE: Range = (20.0, 26.0)
 PAGE_SIZES: tuple[tuple[float, float], ...] = (
     (612.0, 792.0), (612.0, 792.0), (612.0, 792.0), (595.0, 842.0), (595.0, 842.0), (595.0, 842.0),
     (792.0, 612.0), (842.0, 595.0), (420.0, 595.0), (432.0, 648.0))
+# Landscape pages only: letter and A4 turned, and beamer's 4:3 (128 x 96 mm) and 16:9 slides. The
+# 20-tile grid lays a landscape page out 5 x 4 where a portrait one is 4 x 5, and the LM sees only
+# the sequence of tiles, so it must learn both placements from pages of both (docs/training.md,
+# session 19: at 3% landscape pages every held-out slide lost its boxes).
+LANDSCAPE_SIZES: tuple[tuple[float, float], ...] = (
+    (792.0, 612.0), (842.0, 595.0), (363.0, 272.0), (455.0, 256.0))
 TEXT_SOURCES = ("python", "general")  # data/corpus.txt (Python's docs) | data/general.txt.xz (Debian)
 FONT_SETS = ("builtin", "document")   # fonts.FAMILY_NAMES | fonts.document_families()
 TYPESETTINGS = ("classic", "document")

@@ -17,7 +17,7 @@ from hpd_core.config import HPDConfig
 from hpd_core.grammar import Block, drawn_positions
 from hpd_core.preprocess import grid_for, tile_bytes, tiles
 from hpd_training.synth import SynthConfig, render_page
-from hpd_training.synth.config import DENSE_LARGE_TYPE, LARGE_TYPE
+from hpd_training.synth.config import DENSE_LARGE_TYPE, LANDSCAPE_SIZES, LARGE_TYPE
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_training.train.packing import Packed, collate, pack
 
@@ -91,6 +91,7 @@ DOC_DENSE = SynthConfig.dense(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOC_SPARSE = SynthConfig.sparse(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOC_LINES = SynthConfig.lines(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOCUMENT = SynthConfig.document()  # real page sizes at 150 dpi, 8-12 pt, general text, document typesetting
+DOC_LANDSCAPE = SynthConfig.document(page_sizes=LANDSCAPE_SIZES)
 
 
 STAGES = {
@@ -127,9 +128,10 @@ STAGES = {
 
 def real_stage(real: PageSource) -> Stage:
     """`real`: half real pages, a third document-scale dense synthetic pages (exact content, every
-    label), a twelfth each sparse and short-line ones. Batch 16 of four tiles a page: 64 tiles, where
-    the one-tile stages' 28 pages peaked at 28 GiB on the H200 (docs/training.md)."""
-    return Stage((real, DOCUMENT, real, DOC_DENSE, real, DOC_LINES, real, DOCUMENT, real, DOC_DENSE, real,
+    label; a twelfth landscape ones), a twelfth each sparse and short-line ones. About a tenth of
+    the pages are landscape (real ones are ~4%: slides). Batch 16 of four tiles a page: 64 tiles,
+    where the one-tile stages' 28 pages peaked at 28 GiB on the H200 (docs/training.md)."""
+    return Stage((real, DOCUMENT, real, DOC_DENSE, real, DOC_LINES, real, DOC_LANDSCAPE, real, DOC_DENSE, real,
                   DOC_SPARSE), 16, 6e-4)
 
 
