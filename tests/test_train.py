@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from PIL import Image
 from tokenizers import Tokenizer
 
 from hpd_core.checkpoint import MTP_PREFIX, load_model
 from hpd_core.config import HPDConfig
+from hpd_core.preprocess import grid_for, tiles
 from hpd_core.loader import load_engine
 from hpd_training.train import data, distributed
 from hpd_training.train.__main__ import TILE_GRID, bundled_config, lr_factor, parse_span
@@ -74,6 +76,19 @@ def test_glyph_targets_of_a_tile_grid_go_to_tile_cell_and_slot(tile, side):
     assert targets[side * per_tile, 1] == ord("b") - 32       # tile (1, 0), cell (0, 0), slot row 0, column 1
     assert targets[-1, 7] == GLYPH_CLASSES - 1                # last tile, last cell, last slot
     assert int((targets > 0).sum()) == 3                      # off the page: dropped
+
+
+def test_a_thumbnail_tile_follows_the_grid_with_no_glyph_targets_and_the_grid_keeps_its_own():
+    config = HPDConfig.load(ROOT / "assets" / "hpd-tiny-docs" / "config.json")  # 20 tiles: a 4 x 5 grid here
+    with_thumbnail = dataclasses.replace(config, use_thumbnail=True)  # up to 21 tiles (the format's +1)
+    page = (1275, 1650)
+    assert grid_for(page, config) == grid_for(page, with_thumbnail) == (4, 5)
+    glyphs = np.array([(400.0, 500.0, ord("A")), (1200.0, 1600.0, ord("z"))], np.float32)
+    grid, both = glyph_targets(glyphs, page, config), glyph_targets(glyphs, page, with_thumbnail)
+    image = Image.new("RGB", page, "white")
+    assert both.shape[0] == len(tiles(image, with_thumbnail)) * config.tokens_per_tile == grid.shape[0] + 100
+    assert torch.equal(both[:grid.shape[0]], grid) and int((grid > 0).sum()) == 2
+    assert (both[grid.shape[0]:] == data.UNSEEN).all()  # the glyph loss skips the thumbnail
 
 
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
@@ -141,7 +156,6 @@ def test_stages_take_synthetic_configs_and_page_sources_in_turn_by_seed():
 
 
 def test_a_tenth_of_the_real_stages_pages_are_landscape_and_most_take_the_turned_20_tile_grid():
-    from hpd_core.preprocess import grid_for
     from tests.pages import source
 
     real = data.stages(source())["real"]

@@ -31,7 +31,7 @@ from hpd_core.preprocess import normalize_bytes
 from hpd_core.tokenizer import HPDTokenizer
 from hpd_training.realpage import DPI
 from hpd_training.train import distributed
-from hpd_training.train.data import GLYPH_CLASSES, STAGES, PageSource, Pages, Stage, batch_of, glyph_slots, stages
+from hpd_training.train.data import GLYPH_CLASSES, STAGES, UNSEEN, PageSource, Pages, Stage, batch_of, glyph_slots, stages
 from hpd_training.train.packing import IGNORE, tree_mask
 
 TRAIN_SEEDS = 1_000_000      # stage s, --seed-run r: seeds from TRAIN_SEEDS * (1 + s) + r * 100_000_000
@@ -131,9 +131,9 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
     if glyphs is not None:
         logits = glyphs(rows).float().view(-1, GLYPH_CLASSES)
         target = batch["glyphs"].reshape(-1)
-        ink = target > 0
-        loss = F.cross_entropy(logits, target, reduction="none")
-        out["glyph"] = loss[ink].mean() + loss[~ink].mean()  # inked slots are few: weigh them as much as the blank
+        ink, blank = target > 0, target == 0  # neither: UNSEEN (a thumbnail's slots)
+        loss = F.cross_entropy(logits, target, reduction="none", ignore_index=UNSEEN)
+        out["glyph"] = loss[ink].mean() + loss[blank].mean()  # inked slots are few: weigh them as much as the blank
         out["glyph_acc"] = (logits[ink].argmax(-1) == target[ink]).float().mean()
         out["loss"] = out["loss"] + glyph_weight * out["glyph"]
     if mtp_weight:

@@ -162,6 +162,9 @@ def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sam
                         cells=[cells for _, cells in children]), glyphs
 
 
+UNSEEN = -1  # a glyph target the probe is not trained on: the thumbnail's slots, neither inked nor blank
+
+
 def glyph_slots(config: HPDConfig) -> int:
     """Glyph-probe slots of one image token's cell: its s patch columns x s/2 rows of two patches
     (s = the shuffle scale: 2 slots, left and right half, for 2x2; 8 for 4x4), row-major."""
@@ -173,9 +176,9 @@ def glyph_cells(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfi
     """For glyph centres [N, 3] (page px): the image token whose cell holds each centre, its slot
     in the cell (`glyph_slots`), and whether it lies on the page. Page px -> the canvas of the
     tile grid (cols x rows tiles, `preprocess.grid_for`) -> tile -> cell: token index
-    tile * tokens_per_tile + row * n + col, tiles and cells row-major as the LM sees them."""
-    if config.use_thumbnail and config.max_dynamic_patch > 1:
-        raise ValueError("glyph targets cover the tile grid: a model with a thumbnail tile is not supported")
+    tile * tokens_per_tile + row * n + col, tiles and cells row-major as the LM sees them. A
+    thumbnail tile (`use_thumbnail`) follows the grid's tiles and holds no targets: its type is a
+    few px tall."""
     cols, rows = grid_for(page_size, config)
     tile, s = config.force_image_size, config.shuffle_scale
     n = config.vision_config.grid // s                    # cells per tile side
@@ -196,12 +199,14 @@ def glyph_cells(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfi
 
 def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDConfig) -> torch.Tensor:
     """[tiles * tokens_per_tile, glyph_slots] classes: the character whose centre lies in each
-    slot of each image token's cell, or 0."""
+    slot of each image token's cell, or 0; UNSEEN for every slot of a thumbnail tile."""
     token, slot, inside = glyph_cells(glyphs, page_size, config)
     code = glyphs[:, 2].astype(np.int64)
     classes = np.where((code >= 33) & (code <= 126), code - 32, GLYPH_CLASSES - 1)
     cols, rows = grid_for(page_size, config)
-    out = np.zeros((cols * rows * config.tokens_per_tile, glyph_slots(config)), dtype=np.int64)
+    thumbnail = int(config.use_thumbnail and cols * rows != 1)  # as `preprocess.tiles`
+    out = np.zeros(((cols * rows + thumbnail) * config.tokens_per_tile, glyph_slots(config)), dtype=np.int64)
+    out[cols * rows * config.tokens_per_tile:] = UNSEEN
     out[token[inside], slot[inside]] = classes[inside]
     return torch.from_numpy(out)
 
