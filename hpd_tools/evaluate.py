@@ -2,7 +2,7 @@
 
     hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|sparse|simple|lines|document]
     hpd-eval [--model PATH] --gt truth.json --inputs scan.png report.pdf
-    hpd-eval [--model PATH] --real data/texlive/manifest.json [--dpi 150]
+    hpd-eval [--model PATH] --real data/texlive/manifest.json [--dpi 150] [--baseline bench/results/eval-docs-real]
 
 Ground truth comes from the synthetic generator (seeds from --seed; the default 20,000,000 is
 the training's held-out range) or from a JSON file mapping each input's file name to the
@@ -21,7 +21,10 @@ tau (tokens per branch step: 1 + accepted drafts, over all pages' steps); where 
 are, by kind of block (`metrics.edits_by_kind`); and how long the outputs ran (`lengths`: tokens
 against the median page's, text against the truth's length). Writes
 <out>/pages.csv and pages.json (per page) and summary.json / summary.md (all pages, with the
-the bundled model's targets in docs/training.md).
+the bundled model's targets in docs/training.md). --baseline DIR adds the page-by-page
+comparison with an earlier run's pages.csv (`paired`): two checkpoints' means over the same
+pages differ by less than their spread over pages, so each score's mean difference over the
+pages both runs scored, its standard error and on how many pages it is better or worse.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ COLUMNS = ("page", "edit_distance", "precision", "recall", "f1", "label_accuracy
            "tau", "gt_blocks", "pred_blocks", "tokens", "length_ratio", "seconds", "kind", "text_edit_distance",
            "word_f1")
 RUNAWAY = 3.0  # a page is runaway output at more than 3x the median page's tokens, or 3x its truth's length
+# Scores compared page by page with --baseline: (column, higher is better)
+PAIRED = (("text_edit_distance", False), ("word_f1", True), ("edit_distance", False), ("f1", True), ("tau", True))
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,49 @@ def lengths(rows: Sequence[dict]) -> dict[str, float | int]:
             "max_length_ratio": max(ratios), "pages_over_length": sum(x > RUNAWAY for x in ratios)}
 
 
+def read_pages(folder: Path) -> list[dict]:
+    """The per-page rows of an hpd-eval output folder (its pages.csv)."""
+    path = folder / "pages.csv"
+    if not path.is_file():
+        raise UsageError(f"--baseline {folder}: no pages.csv there (an hpd-eval output folder holds one)")
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def paired(rows: Sequence[dict], baseline: Sequence[dict]) -> dict:
+    """Per PAIRED score, over the pages both runs scored it on: the two means, the mean of this
+    run's minus the baseline's, its standard error (the differences' standard deviation / sqrt n)
+    and the pages on which this run is better / worse."""
+    before = {r["page"]: r for r in baseline}
+    common = [(r, before[r["page"]]) for r in rows if r["page"] in before]
+    out = {"pages": len(common), "only_here": len(rows) - len(common), "only_baseline": len(before) - len(common)}
+    for name, higher in PAIRED:
+        pairs = [(float(a[name]), float(b[name])) for a, b in common if a.get(name) not in (None, "")
+                 and b.get(name) not in (None, "")]
+        if not pairs:
+            continue
+        diffs = [a - b for a, b in pairs]
+        sign = 1 if higher else -1
+        out[name] = {"pages": len(pairs), "mean": statistics.fmean(a for a, _ in pairs),
+                     "baseline": statistics.fmean(b for _, b in pairs), "difference": statistics.fmean(diffs),
+                     "standard_error": statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None,
+                     "better": sum(sign * d > 0 for d in diffs), "worse": sum(sign * d < 0 for d in diffs)}
+    return out
+
+
+def paired_table(comparison: dict, baseline: Path) -> str:
+    lines = [f"Page by page against {baseline} ({comparison['pages']} pages in both; "
+             f"{comparison['only_here']} only here, {comparison['only_baseline']} only there):", "",
+             "| score | pages | this run | baseline | difference | standard error | better / worse |",
+             "|---|---|---|---|---|---|---|"]
+    for name, _ in PAIRED:
+        if (row := comparison.get(name)) is not None:
+            se = "–" if row["standard_error"] is None else f"{row['standard_error']:.4f}"
+            lines.append(f"| {name} | {row['pages']} | {row['mean']:.4f} | {row['baseline']:.4f} | "
+                         f"{row['difference']:+.4f} | {se} | {row['better']} / {row['worse']} |")
+    return "\n".join(lines)
+
+
 def summary_table(summary: dict) -> str:
     lines = ["| metric | value | target |", "|---|---|---|"]
     for name in ("edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds", "tau"):
@@ -224,8 +272,9 @@ def to_csv(rows: Sequence[dict]) -> str:
 
 def write_results(out: Path, meta: dict, rows: list[dict], summary: dict) -> str:
     real = [real_table(summary["real"]), ""] if "real" in summary else []
+    against = [paired_table(summary["paired"], meta["baseline"]), ""] if "paired" in summary else []
     text = "\n".join([f"# hpd-eval: {meta['model']}", "", *(f"- {k}: {v}" for k, v in meta.items()), "",
-                      summary_table(summary), "", *real])
+                      summary_table(summary), "", *real, *against])
     write_atomic(out / "pages.csv", to_csv(rows))
     write_atomic(out / "pages.json", json.dumps(rows, ensure_ascii=False, indent=1))
     write_atomic(out / "summary.json", json.dumps({"meta": meta, "summary": summary}, indent=1))
@@ -252,11 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_option_arguments(parser)
     parser.add_argument("--dpi", type=float, default=None,
                         help=f"PDF render resolution (default: the model's, {DEFAULT_DPI} for most)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="an earlier hpd-eval output folder of the same pages: add a page-by-page comparison")
     return parser
 
 
 def check_sources(args) -> None:
     """The usage errors of the page options, before a model is loaded for them."""
+    if args.baseline is not None:
+        read_pages(args.baseline)  # a wrong folder is refused before the model loads
     if args.real is not None:
         return
     if args.gt is not None and not args.inputs:
@@ -291,6 +344,9 @@ def run(args) -> str:
     engine = engine_of(args, options)
     args.dpi = args.dpi or engine.info.render_dpi
     samples, described = load_samples(args)
+    baseline = None if args.baseline is None else read_pages(args.baseline)
+    if baseline is not None and not {s.name for s in samples} & {r["page"] for r in baseline}:
+        raise UsageError(f"--baseline {args.baseline} scored none of these pages")
     rows, scores, stats, texts = score(engine, samples, options)
     info = engine.info
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -301,6 +357,9 @@ def run(args) -> str:
                "by_kind": edits_by_kind(scores), "lengths": lengths(rows)}
     if args.real is not None:
         summary["real"] = real_tables([s.kind for s in samples], scores, texts)
+    if baseline is not None:
+        meta["baseline"] = str(args.baseline)
+        summary["paired"] = paired(rows, baseline)
     return write_results(out, meta, rows, summary)
 
 

@@ -129,3 +129,34 @@ def test_bad_ground_truth_is_a_usage_error(tmp_path, capsys):
     assert main(["--gt", str(tmp_path / "truth.json"), "--inputs", str(tmp_path / "page.png")]) == 2
     assert "no entry 'page.png'" in capsys.readouterr().err
     assert main(["--gt", str(tmp_path / "truth.json")]) == 2
+
+
+def test_paired_scores_are_differences_page_by_page_with_their_standard_error():
+    # lower is better for edit distances, higher for F1; page c is only in this run, d only in the baseline
+    rows = [{"page": "a", "text_edit_distance": 0.2, "word_f1": 0.9}, {"page": "b", "text_edit_distance": 0.5,
+            "word_f1": 0.6}, {"page": "c", "text_edit_distance": 0.0, "word_f1": 1.0}]
+    baseline = [{"page": "a", "text_edit_distance": "0.4", "word_f1": "0.7"},
+                {"page": "b", "text_edit_distance": "0.4", "word_f1": ""}, {"page": "d", "text_edit_distance": "1"}]
+    got = evaluate.paired(rows, baseline)
+    assert (got["pages"], got["only_here"], got["only_baseline"]) == (2, 1, 1)
+    edit = got["text_edit_distance"]
+    assert edit["difference"] == pytest.approx(((0.2 - 0.4) + (0.5 - 0.4)) / 2)
+    assert edit["standard_error"] == pytest.approx(0.15)  # stdev(-0.2, 0.1) = 0.212, over sqrt 2
+    assert (edit["better"], edit["worse"]) == (1, 1) and edit["mean"] == pytest.approx(0.35)
+    words = got["word_f1"]  # page b has no baseline word F1: one pair
+    assert (words["pages"], words["difference"], words["standard_error"], words["better"]) == (1, pytest.approx(0.2), None, 1)
+    assert "f1" not in got and "tau" not in got
+
+
+def test_a_baseline_run_is_compared_page_by_page_and_a_foreign_one_is_refused(model, tmp_path, capsys):
+    args = ["--model", model, "--synth", "2", "--max-new-tokens", "40"]
+    assert main([*args, "--out", str(tmp_path / "before")]) == 0
+    assert main([*args, "--out", str(tmp_path / "after"), "--baseline", str(tmp_path / "before")]) == 0
+    paired = json.loads((tmp_path / "after" / "summary.json").read_text())["summary"]["paired"]
+    assert paired["pages"] == 2 and paired["edit_distance"]["difference"] == 0  # the same model decodes the same
+    assert "Page by page against" in (tmp_path / "after" / "summary.md").read_text()
+    capsys.readouterr()
+    assert main([*args, "--seed", "7", "--out", str(tmp_path / "other"), "--baseline", str(tmp_path / "before")]) == 2
+    assert "scored none of these pages" in capsys.readouterr().err and not (tmp_path / "other").exists()
+    assert main([*args, "--baseline", str(tmp_path / "nowhere")]) == 2
+    assert "no pages.csv there" in capsys.readouterr().err
