@@ -149,10 +149,17 @@ def test_pdf_page_selector_and_parse_of_the_second_page(page):
     expect(page.locator("#status")).to_contain_text("page 2 of synth-two-pages.pdf")
 
 
+def rendered_markdown(page) -> str:
+    """The Markdown panel's text once it shows a parse's blocks. A parse clears the panel when it
+    starts, and the browser renders the Markdown a moment after the final status it comes with
+    (a test read it empty once, on a busy machine), so wait for the first block's marker."""
+    page.wait_for_selector("#markdown .hpd-mark", state="attached")
+    return page.locator("#markdown").inner_text()
+
+
 def markdown_after_parse(page) -> str:
     parse(page)
-    text = page.locator("#markdown").inner_text()
-    return text
+    return rendered_markdown(page)
 
 
 def test_use_mtp_and_batch_children_give_identical_markdown(page):

@@ -10,7 +10,7 @@ from app.examples import FOLDER
 from app.ui import build_demo
 from hpd_core import load_engine
 from tests.conftest import serve
-from tests.test_app_browser import (browser, open_app, parse, set_checked, set_value, shots, tab,  # noqa: F401
+from tests.test_app_browser import (browser, open_app, parse, rendered_markdown, set_checked, set_value, shots, tab,  # noqa: F401
                                     upload)
 
 DENSE = FOLDER / "synth-dense.png"
@@ -94,7 +94,7 @@ def test_hpd_tiny_docs_app_lists_its_real_examples_renders_at_150_dpi_and_reads_
         set_checked(page, "batch-children", True)
         parse(page, timeout=240_000)
         page.evaluate("window.scrollTo(0, 0)")
-        markdown = page.locator("#markdown").inner_text()
+        markdown = rendered_markdown(page)
         assert "Gustavo" in markdown and "2011" in markdown, markdown[:400]  # the author and date, read
         assert page.locator("#page-image .hpd-box").count() >= 5
         page.locator("#page-image .hpd-box").first.click()
