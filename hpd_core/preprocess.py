@@ -43,14 +43,21 @@ def grid_for(image_size: tuple[int, int], cfg: HPDConfig) -> Grid:
     return choose_grid(*image_size, cfg.force_image_size, candidate_grids(cfg.min_dynamic_patch, max_tiles))
 
 
+def has_thumbnail(grid: Grid, cfg: HPDConfig) -> bool:
+    """Whether a page on `grid` gets a thumbnail tile after the grid's: with `use_thumbnail`, when
+    the grid has more than one tile."""
+    cols, rows = grid
+    return cfg.use_thumbnail and cols * rows != 1
+
+
 def tiles(image: Image.Image, cfg: HPDConfig) -> list[Image.Image]:
     """The tiles of an RGB page, row-major, then the thumbnail when the grid has > 1 tile."""
     size = cfg.force_image_size
-    cols, rows = grid_for(image.size, cfg)
+    cols, rows = grid = grid_for(image.size, cfg)
     resized = image.resize((size * cols, size * rows), Image.Resampling.BICUBIC)
     out = [resized.crop((c * size, r * size, (c + 1) * size, (r + 1) * size))
            for r in range(rows) for c in range(cols)]
-    if cfg.use_thumbnail and cols * rows != 1:
+    if has_thumbnail(grid, cfg):
         out.append(image.resize((size, size), Image.Resampling.BICUBIC))
     return out
 

@@ -308,8 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_sources(args) -> None:
     """The usage errors of the page options, before a model is loaded for them."""
-    if args.baseline is not None:
-        read_pages(args.baseline)  # a wrong folder is refused before the model loads
     if args.real is not None:
         return
     if args.gt is not None and not args.inputs:
@@ -341,10 +339,10 @@ def load_samples(args) -> tuple[list[Sample], str]:
 def run(args) -> str:
     options = options_from_args(args)
     check_sources(args)
+    baseline = None if args.baseline is None else read_pages(args.baseline)  # refused before the model loads
     engine = engine_of(args, options)
     args.dpi = args.dpi or engine.info.render_dpi
     samples, described = load_samples(args)
-    baseline = None if args.baseline is None else read_pages(args.baseline)
     if baseline is not None and not {s.name for s in samples} & {r["page"] for r in baseline}:
         raise UsageError(f"--baseline {args.baseline} scored none of these pages")
     rows, scores, stats, texts = score(engine, samples, options)

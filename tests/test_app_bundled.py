@@ -10,8 +10,8 @@ from app.examples import FOLDER
 from app.ui import build_demo
 from hpd_core import load_engine
 from tests.conftest import serve
-from tests.test_app_browser import (browser, open_app, parse, rendered_markdown, set_checked, set_value, shots, tab,  # noqa: F401
-                                    upload)
+from tests.test_app_browser import (browser, open_app, parse, rendered_markdown, set_checked, set_value,  # noqa: F401
+                                    shots, tab, upload)
 
 DENSE = FOLDER / "synth-dense.png"
 REPORT = FOLDER / "synth-report.png"

@@ -101,7 +101,8 @@ def test_hpd_tiny_docs_reads_the_real_examples(read_real):
     # Word F1 over tokens with a letter or digit (`metrics.words`): the bundled r41 weights (docs/training.md,
     # session 20) 0.471 on lps and 0.634 on ragged2e on a 2-core Xeon with AMX (bf16 vision; r39 there 0.499
     # and 0.714), against 0.162 and 0.160 for the other page's words. Measured on a 2-core AMD EPYC (fp32):
-    # r39 (20 tiles; session 19) 0.494 on lps and 0.716 on ragged2e, r37 before them 0.349 and 0.568, r34 0.375 and 0.558, r30 0.365 and 0.503 (the 106 held-out pages by
+    # r39 (20 tiles; session 19) 0.494 on lps and 0.716 on ragged2e, r37 before them 0.349 and 0.568,
+    # r34 0.375 and 0.558, r30 0.365 and 0.503 (the 106 held-out pages by
     # hpd-eval's word F1: 0.608, 0.541, 0.511, 0.488). Scored against the other page's words the same
     # output gets 0.162 and 0.202 (r37: 0.158, 0.150): common words ("the", "of", "package") overlap any two pages, so the
     # page's own words must score clearly above that. Until r34 this test counted the dot leaders of

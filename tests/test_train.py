@@ -160,9 +160,9 @@ def test_a_tenth_of_the_real_stages_pages_are_landscape_and_most_take_the_turned
 
     real = data.stages(source())["real"]
     seeds = range(240)
-    synthetic = [real.sources[s % len(real.sources)] for s in seeds]
-    synthetic = [real.page(s) for s, c in zip(seeds, synthetic) if c in (data.DOCUMENT, data.DOC_LANDSCAPE)]
-    landscape = [p for p in synthetic if p.image.width > p.image.height]
+    documents = [real.page(s) for s in seeds
+                 if real.sources[s % len(real.sources)] in (data.DOCUMENT, data.DOC_LANDSCAPE)]
+    landscape = [p for p in documents if p.image.width > p.image.height]
     # one source in twelve is all landscape, DOCUMENT (one in twelve) a fifth of the time: ~10%
     assert 0.08 <= len(landscape) / len(seeds) <= 0.13
     config = HPDConfig.load(ROOT / "assets" / "hpd-tiny-docs" / "config.json")

@@ -15,13 +15,14 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from hpd_core.config import HPDConfig
 from hpd_core.grammar import Block, drawn_positions
-from hpd_core.preprocess import grid_for, tile_bytes, tiles
+from hpd_core.preprocess import grid_for, has_thumbnail, tile_bytes, tiles
 from hpd_training.synth import SynthConfig, render_page
 from hpd_training.synth.config import DENSE_LARGE_TYPE, LANDSCAPE_SIZES, LARGE_TYPE
 from hpd_core.tokenizer import INSTRUCTIONS, HPDTokenizer
 from hpd_training.train.packing import Packed, collate, pack
 
 GLYPH_CLASSES = 96  # 0: no glyph; 1-94: printable ASCII 33-126; 95: any other character
+UNSEEN = -1  # a glyph target the probe is not trained on: the thumbnail's slots, neither inked nor blank
 POINTER_CELLS = 12  # image cells kept per token as its pointer target
 
 
@@ -162,9 +163,6 @@ def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sam
                         cells=[cells for _, cells in children]), glyphs
 
 
-UNSEEN = -1  # a glyph target the probe is not trained on: the thumbnail's slots, neither inked nor blank
-
-
 def glyph_slots(config: HPDConfig) -> int:
     """Glyph-probe slots of one image token's cell: its s patch columns x s/2 rows of two patches
     (s = the shuffle scale: 2 slots, left and right half, for 2x2; 8 for 4x4), row-major."""
@@ -203,8 +201,8 @@ def glyph_targets(glyphs: np.ndarray, page_size: tuple[int, int], config: HPDCon
     token, slot, inside = glyph_cells(glyphs, page_size, config)
     code = glyphs[:, 2].astype(np.int64)
     classes = np.where((code >= 33) & (code <= 126), code - 32, GLYPH_CLASSES - 1)
-    cols, rows = grid_for(page_size, config)
-    thumbnail = int(config.use_thumbnail and cols * rows != 1)  # as `preprocess.tiles`
+    cols, rows = grid = grid_for(page_size, config)
+    thumbnail = int(has_thumbnail(grid, config))
     out = np.zeros(((cols * rows + thumbnail) * config.tokens_per_tile, glyph_slots(config)), dtype=np.int64)
     out[cols * rows * config.tokens_per_tile:] = UNSEEN
     out[token[inside], slot[inside]] = classes[inside]
