@@ -91,6 +91,42 @@ def test_a_thumbnail_tile_follows_the_grid_with_no_glyph_targets_and_the_grid_ke
     assert (both[grid.shape[0]:] == data.UNSEEN).all()  # the glyph loss skips the thumbnail
 
 
+def test_the_pointer_loss_of_pages_with_different_tile_counts_is_each_pages_own():
+    """With a thumbnail, a tall page takes 21 tiles beside a letter page's 20 (the format's +1): in
+    one batch each page's pointer loss is what it is alone, weighed by its targets."""
+    from hpd_core.model import HPDModel
+    from hpd_core.tokenizer import HPDTokenizer
+    from hpd_training.synth import SynthConfig
+    from hpd_training.train.__main__ import init_weights, lm_losses, to_device
+
+    raw = Tokenizer.from_file(str(TOKENIZER))
+    config = dataclasses.replace(bundled_config(raw, small=True), min_dynamic_patch=20, max_dynamic_patch=20,
+                                 use_thumbnail=True)
+    tok = HPDTokenizer(raw, config)
+    letter, tall = (SynthConfig.lines(width=w, aspect_range=(a, a)) for w, a in ((640, 1.3), (400, 2.3)))
+    stage = data.Stage((letter, tall), 2, 1e-3, plain_fraction=0.0)
+    items = [data.sample(seed, stage, config, tok) for seed in (0, 1)]
+    assert [px.shape[0] for px, _, _ in items] == [21, 22]  # 4 x 5 and 3 x 7 tiles, each with a thumbnail
+    torch.manual_seed(0)
+    model = HPDModel(config).double()
+    init_weights(model)
+
+    def losses(batch_items):  # the pointer losses and, for each, how many tokens have targets
+        batch = to_device(data.batch_of(batch_items, config.pad_token_id), "cpu", tok.special.image_context)
+        batch["pixels"] = batch["pixels"].double()
+        following = batch["cells"][..., 0] >= 0
+        here = following[:, :-1] & (batch["segments"][:, 1:] == batch["segments"][:, :-1])
+        return lm_losses(model, batch, pointer_weight=1.0), {"ptr_here": int(here.sum()),
+                                                             "ptr_next": int(following.sum())}
+
+    with torch.no_grad():
+        (both, _), alone = losses(items), [losses([item]) for item in items]
+    for name in ("ptr_here", "ptr_next"):
+        expected = sum(float(out[name]) * n[name] for out, n in alone) / sum(n[name] for _, n in alone)
+        assert all(n[name] > 10 for _, n in alone)
+        assert float(both[name]) == pytest.approx(expected, rel=1e-6)  # the logits are float32
+
+
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -84,7 +84,7 @@ def init_weights(model: HPDModel) -> None:
 
 def forward_hidden(model: HPDModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """Post-norm hidden states [B, L, H] of a packed batch (image rows in the <IMG_CONTEXT>
-    slots), and the image rows [B * tiles * tokens_per_tile, H] themselves (every page has the same tiles)."""
+    slots), and the image rows [image rows of the batch, H] themselves."""
     rows = model.encode_images(batch["pixels"], chunk=batch["pixels"].shape[0])
     ids = batch["ids"]
     embeds = model.lm.embed(ids)
@@ -158,13 +158,21 @@ def pointer_losses(model: HPDModel, batch: dict, inputs: dict) -> dict[str, torc
     here = torch.full_like(following, -1)
     same = (batch["segments"][:, 1:] == batch["segments"][:, :-1])[..., None]
     here[:, 1:] = torch.where(same, following[:, :-1], -1)
+    # pages may have different tile counts (a 21-tile grid beside 20): each page's image rows are
+    # gathered to the front of a [B, most image tokens] table, the rest masked out
+    count = slots.sum(1)
+    page, token = slots.nonzero(as_tuple=True)
+    place = (slots.cumsum(1) - 1)[page, token]
+    present = torch.arange(int(count.max()), device=slots.device) < count[:, None]  # [B, most image tokens]
     out = {}
     for i, name in pointer_layers(len(layers)):
         q, k, _ = layers[i].self_attn.project(*inputs[i])
-        keys = k[:, 0][slots].view(q.shape[0], -1, q.shape[-1])           # [B, image tokens, D]
+        keys = k.new_zeros(q.shape[0], present.shape[1], q.shape[-1])
+        keys[page, place] = k[page, 0, token]                            # [B, image tokens, D]
         target = here if name == "here" else following
         rows = target[..., 0] >= 0
-        logits = (q[:, 0] @ keys.transpose(1, 2))[rows].float() * q.shape[-1] ** -0.5  # [N, image tokens]
+        logits = (q[:, 0] @ keys.transpose(1, 2)).float() * q.shape[-1] ** -0.5
+        logits = logits.masked_fill(~present[:, None, :], -math.inf)[rows]  # [N, image tokens]
         logp, cells = logits.log_softmax(-1), target[rows]
         mass = logp.gather(1, cells.clamp(min=0)).masked_fill(cells < 0, -math.inf).logsumexp(-1)
         n = max(1, int(rows.sum()))  # a batch of `plain` samples only has no pointer targets
@@ -293,7 +301,8 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
 
 
 def other_pages(pixels: torch.Tensor, pages: int) -> torch.Tensor:
-    """The tiles [pages * T, 3, S, S] of a batch with each page's T tiles replaced by the previous page's."""
+    """The tiles [pages * T, 3, S, S] of a batch with each page's T tiles replaced by the previous page's
+    (pages of one tile count; a batch with a 21-tile page beside 20-tile ones gets them shifted)."""
     return pixels.roll(pixels.shape[0] // pages, 0)
 
 
