@@ -62,14 +62,17 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
     `cuda_graphs`: on CUDA, decode forwards run as captured CUDA graphs (`hpd_core.graphs`; the
     same tokens as eager, which is the reference path and the CPU's).
-    `fused`: on CUDA, the decoder's norms, rotary, softmax and merge run as kernels fused by
-    torch.compile (`hpd_core.model.kernels`; the CPU keeps the eager reference: Inductor's C++
-    compile there took ~1 minute for the tiny test model).
+    `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
+    norms (with the residual adds), rotary, softmax and merge run as kernels fused by torch.compile
+    (`hpd_core.model.kernels`; the CPU keeps the eager reference: Inductor's C++ compile there took
+    ~1 minute for the tiny test model). False: the reference path, a matmul per checkpoint tensor.
     (A server URL is opened by `hpd_tools.backends.open_engine`.)"""
     folder, mtp = resolve_model(source)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     hpd = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
+    if fused:
+        hpd.fuse_projections()
     if torch.device(device).type == "cuda":
         if cuda_graphs:
             hpd.lm.model.graphs = DecodeGraphs(capture=True)

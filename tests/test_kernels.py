@@ -1,15 +1,17 @@
 """The decoder's kernels (hpd_core.model.kernels): compiled by Inductor they equal the eager
 reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones, which
 tests/test_graphs.py also checks through the engine's tokens); the rotary rewrite is
-transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU."""
+transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU; fused
+projections share the checkpoint's memory and write the reference path's tokens."""
 
 import pytest
 import torch
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
-from hpd_core import load_engine
+from hpd_core import ParseOptions, load_engine
 from hpd_core.model.kernels import EAGER, compiled, norm, norm_rotate
 from hpd_core.model.language import Rotary
+from tests.test_engine_exactness import page
 from tests.tiny import write_checkpoint
 
 
@@ -25,6 +27,7 @@ def decode_arguments(dtype=torch.float64, device: str = "cpu") -> dict[str, tupl
     mask = torch.rand((3, 1, 4, 8), generator=gen) < 0.5
     mask[..., 0] = True  # every query may attend to some key
     args = {"norm": (rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
+            "add_norm": (rand(3, 2, 64), rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
             "norm_rotate": (rand(3, 2, 4, 16), 1 + 0.1 * rand(16), 1e-6, cos, sin),
             "attend": (rand(3, 2, 4, 16), rand(3, 2, 8, 16), rand(3, 2, 8, 16), mask),
             "merge": (rand(3, 2, 4, 16), rand(3, 2, 4), rand(2, 2, 8, 16), rand(2, 2, 8), torch.tensor([0, 1, 0]),
@@ -56,3 +59,25 @@ def test_rotary_with_a_signed_sin_is_transformers_rotate_half_to_the_bit(dtype):
 def test_the_engine_keeps_the_eager_kernels_on_the_cpu(tmp_path):
     engine = load_engine(write_checkpoint(tmp_path, 0), device="cpu", fused=True)
     assert engine.model.lm.model.kernels is EAGER
+
+
+def test_fused_projections_are_views_of_one_matrix_and_give_the_reference_tokens(tmp_path):
+    """`fused` runs q, k, v (and gate, up) as one matmul: the checkpoint's tensors become views of
+    the joint weight (no second copy, the same state_dict), and every mode writes the tokens of the
+    reference path, a matmul per tensor (float64)."""
+    folder = write_checkpoint(tmp_path, 3)
+    fused, reference = (load_engine(folder, device="cpu", dtype=torch.float64, fused=f) for f in (True, False))
+    attention, mlp = fused.model.lm.model.layers[0].self_attn, fused.model.lm.mtp.layers[0].mlp
+    assert reference.model.lm.model.layers[0].self_attn.qkv is None
+    for joint, parts in ((attention.qkv, (attention.q_proj, attention.k_proj, attention.v_proj)),
+                         (mlp.gate_up, (mlp.gate_proj, mlp.up_proj))):
+        offsets = [0] + [p.weight.shape[0] for p in parts][:-1]
+        assert [p.weight.data_ptr() for p in parts] == [joint[sum(offsets[:i + 1]):].data_ptr()
+                                                        for i in range(len(parts))]
+    want = reference.model.state_dict()
+    got = fused.model.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    image = page(1)
+    for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=4)):
+        assert ([b.token_ids for b in fused.parse(image, options).branches]
+                == [b.token_ids for b in reference.parse(image, options).branches])

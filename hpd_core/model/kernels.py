@@ -28,6 +28,13 @@ def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * wide.to(x.dtype)
 
 
+def add_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A residual add and the RMSNorm after it: (residual + delta, its norm)."""
+    h = residual + delta
+    return h, norm(h, weight, eps)
+
+
 def norm_rotate(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor,
                 sin: torch.Tensor) -> torch.Tensor:
     """q_norm or k_norm, then rotary: x [B, q, heads, D], cos and sin [B, q, 1, D] (`Rotary`).
@@ -69,13 +76,14 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 class Kernels:
     """The functions a decoder layer calls (`Decoder.kernels`, chosen once at load)."""
     norm: Callable
+    add_norm: Callable
     norm_rotate: Callable
     attend: Callable
     merge: Callable
     silu_mul: Callable
 
 
-EAGER = Kernels(norm, norm_rotate, attend, merge, silu_mul)
+EAGER = Kernels(norm, add_norm, norm_rotate, attend, merge, silu_mul)
 
 
 def compiled(backend: str = "inductor") -> Kernels:

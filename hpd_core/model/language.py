@@ -45,6 +45,20 @@ class Rotary:
         return torch.cat((cos, cos), -1).to(dtype), torch.cat((-sin, sin), -1).to(dtype)
 
 
+def fuse_linears(*linears: nn.Linear) -> torch.Tensor:
+    """The weights of bias-free linears as one [sum of outputs, inputs] tensor, for one matmul where
+    there were several; each linear's weight becomes a view of it (no second copy; the checkpoint's
+    names stay). Inference only: the views no longer train."""
+    with torch.no_grad():
+        joint = torch.cat([linear.weight for linear in linears])
+    start = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight = nn.Parameter(joint[start:start + rows], requires_grad=False)
+        start += rows
+    return joint
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LLMConfig, index: int):
         super().__init__()
@@ -56,15 +70,23 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.register_buffer("qkv", None, persistent=False)  # q, k, v weights as one (`fuse`)
+
+    def fuse(self) -> None:
+        self.qkv = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def project(self, x, rope, kernels: Kernels = EAGER) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q [B, heads, q, D], k and v [B, kv_heads, q, D] of inputs x [B, q, H], normed and rotated."""
         b, q_len, _ = x.shape
-        q = self.q_proj(x).view(b, q_len, self.heads, self.head_dim)
-        k = self.k_proj(x).view(b, q_len, self.kv_heads, self.head_dim)
+        if self.qkv is None:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:
+            q, k, v = F.linear(x, self.qkv).split([self.heads * self.head_dim] + 2 * [self.kv_heads * self.head_dim], -1)
+        q = q.view(b, q_len, self.heads, self.head_dim)
+        k = k.view(b, q_len, self.kv_heads, self.head_dim)
         q = kernels.norm_rotate(q, self.q_norm.weight, self.q_norm.eps, *rope)
         k = kernels.norm_rotate(k, self.k_norm.weight, self.k_norm.eps, *rope)
-        v = self.v_proj(x).view(b, q_len, self.kv_heads, self.head_dim)
+        v = v.view(b, q_len, self.kv_heads, self.head_dim)
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def forward(self, x, rope, mask, paged: PagedForward | None, kernels: Kernels) -> torch.Tensor:
@@ -117,9 +139,15 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.register_buffer("gate_up", None, persistent=False)  # gate and up weights as one (`fuse`)
+
+    def fuse(self) -> None:
+        self.gate_up = fuse_linears(self.gate_proj, self.up_proj)
 
     def forward(self, x, kernels: Kernels = EAGER):
-        return self.down_proj(kernels.silu_mul(self.gate_proj(x), self.up_proj(x)))
+        gate, up = ((self.gate_proj(x), self.up_proj(x)) if self.gate_up is None
+                    else F.linear(x, self.gate_up).chunk(2, -1))
+        return self.down_proj(kernels.silu_mul(gate, up))
 
 
 class DecoderLayer(nn.Module):
@@ -130,9 +158,14 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, h, rope, mask, paged: PagedForward | None, kernels: Kernels):
-        h = h + self.self_attn(self.input_layernorm(h, kernels), rope, mask, paged, kernels)
-        return h + self.mlp(self.post_attention_layernorm(h, kernels), kernels)
+    def forward(self, h, delta, rope, mask, paged: PagedForward | None, kernels: Kernels):
+        """The residual stream h and the previous layer's output `delta`, not yet added (None before
+        the first layer) -> (the stream, this layer's output): each residual add runs in the norm
+        after it (`kernels.add_norm`), the same sums as h + attention, then h + MLP."""
+        first, second = self.input_layernorm, self.post_attention_layernorm
+        h, x = (h, first(h, kernels)) if delta is None else kernels.add_norm(h, delta, first.weight, first.eps)
+        h, x = kernels.add_norm(h, self.self_attn(x, rope, mask, paged, kernels), second.weight, second.eps)
+        return h, self.mlp(x, kernels)
 
 
 # Not cuDNN's fused attention: it builds an execution plan for every new shape, and decoding
@@ -205,11 +238,11 @@ class Decoder(nn.Module):
         """The layers and final norm over a planned forward (what a CUDA graph captures)."""
         rope = self.rotary(positions, embeds.dtype)
         paged = None if cache is None else PagedForward.of(cache, layout, self.queries_per_kv)
-        h = embeds
+        h, delta = embeds, None
         with sdpa_kernel(ATTENTION_BACKENDS):
             for layer in self.layers:
-                h = layer(h, rope, mask, paged, self.kernels)
-        return self.norm(h, self.kernels)
+                h, delta = layer(h, delta, rope, mask, paged, self.kernels)
+        return self.kernels.add_norm(h, delta, self.norm.weight, self.norm.eps)[1]
 
 
 class LanguageModel(nn.Module):
