@@ -6,8 +6,8 @@
 A tiny random decoder in bf16 (the real model's dtype on CUDA, so the fp32 casts of norm and
 rotary count) on the CPU; one decode forward of `batch` rows forked from a shared prompt. Counts
 the aten operators that launch a kernel (not views or metadata) inside the decoder layers, per
-layer, by the kernel function they run in ("layer" for the rest: projections, KV writes and
-gathers, residual adds). With `--compile`, each kernel function is also compiled by Inductor (C++
+layer, by the kernel function they run in ("layer" for the rest: projections, q, k, v and gate,
+up as one matmul each as `load_engine` fuses them; KV writes and gathers). With `--compile`, each kernel function is also compiled by Inductor (C++
 on the CPU) at the shapes it met, and the kernels its generated code launches (fused loops and
 extern matmuls) replace its eager count: the estimate of a fused layer's kernels. Inductor fuses
 the same way for Triton on CUDA, so the counts carry over as an estimate, not a measurement.
@@ -79,6 +79,7 @@ def main() -> None:
                     num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
     torch.manual_seed(0)
     lm = LanguageModel(cfg).to(torch.bfloat16)
+    lm.fuse_projections()  # as load_engine does
     cache = KVCache(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, dtype=torch.bfloat16)
     rows = forked_rows(lm, cache, 40, args.batch, own=3)
     positions = torch.tensor([[cache.lengths[r] + j for j in range(args.q)] for r in rows])

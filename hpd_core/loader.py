@@ -72,7 +72,7 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     hpd = load_model(folder, dtype=dtype, device=device, mtp_folder=mtp)
     if fused:
-        hpd.fuse_projections()
+        hpd.lm.fuse_projections()
     if torch.device(device).type == "cuda":
         if cuda_graphs:
             hpd.lm.model.graphs = DecodeGraphs(capture=True)

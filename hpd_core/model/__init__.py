@@ -30,13 +30,6 @@ class HPDModel(nn.Module):
     def has_mtp(self) -> bool:
         return self.language_model.mtp is not None
 
-    def fuse_projections(self) -> None:
-        """q, k, v and gate, up as one matmul each, in the decoder and the draft head (inference
-        only: `language.fuse_linears`)."""
-        for module in self.language_model.modules():
-            if hasattr(module, "fuse"):
-                module.fuse()
-
     def encode_images(self, pixels: torch.Tensor, chunk: int = 8) -> torch.Tensor:
         """Tiles [T, 3, S, S] -> image rows [T · tokens_per_tile, H], a few tiles at a time."""
         pixels = pixels.to(self.mlp1[1].weight.dtype)

@@ -257,6 +257,13 @@ class LanguageModel(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.mtp = mtp
 
+    def fuse_projections(self) -> None:
+        """q, k, v and gate, up as one matmul each, in the decoder and the draft head (inference
+        only: `fuse_linears`)."""
+        for module in self.modules():
+            if isinstance(module, (Attention, MLP)):
+                module.fuse()
+
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed_tokens(ids)
 
