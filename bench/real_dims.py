@@ -38,7 +38,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from bench.common import forked_rows, kv_token_bytes, step_reads, sync, weight_bytes
 from hpd_core import PageFinished, PageStarted, ParseOptions, load_engine
-from hpd_core.graphs import DecodeGraphs
+from hpd_core.graphs import DecodeGraphs, DraftGraphs
 from hpd_core.checkpoint import write_tensors
 from hpd_core.config import HPDConfig
 from hpd_core.kv_cache import KVCache
@@ -125,12 +125,12 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
     rows = forked_rows(lm, cache, context, max(batches))
     h = torch.zeros(llm.hidden_size, dtype=engine.dtype, device=engine.device)
     pending = 5
-    engine_graphs, engine_kernels = lm.model.graphs, lm.model.kernels
-    modes = {"eager": (None, EAGER)}
+    engine_graphs, engine_kernels, engine_drafts = lm.model.graphs, lm.model.kernels, lm.draft_graphs
+    modes = {"eager": (None, EAGER, None)}
     if engine.device.type == "cuda":
-        modes["graphs"] = DecodeGraphs(capture=True), EAGER
+        modes["graphs"] = DecodeGraphs(capture=True), EAGER, DraftGraphs(capture=True)
         if engine_kernels is not EAGER:
-            modes["graphs+fused"] = DecodeGraphs(capture=True), engine_kernels
+            modes["graphs+fused"] = DecodeGraphs(capture=True), engine_kernels, DraftGraphs(capture=True)
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)
@@ -139,10 +139,10 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
                 step(lm, cache, rows[:batch], [pending] * batch, hidden, k)
                 for r in rows[:batch]:
                     cache.crop(r, context)  # every timed step sees the same context
-            for mode, (graphs, kernels) in modes.items():
-                lm.model.graphs, lm.model.kernels = graphs, kernels
+            for mode, (graphs, kernels, drafts) in modes.items():
+                lm.model.graphs, lm.model.kernels, lm.draft_graphs = graphs, kernels, drafts
                 out[batch, k, mode] = seconds(one_step, repeats), step_reads(cache, rows[:batch])
-    lm.model.graphs, lm.model.kernels = engine_graphs, engine_kernels
+    lm.model.graphs, lm.model.kernels, lm.draft_graphs = engine_graphs, engine_kernels, engine_drafts
     return out
 
 

@@ -77,6 +77,59 @@ def pad_layout(layout: Layout, bucket: Bucket, scratch: int, block_size: int) ->
 
 
 @dataclass
+class CapturedDrafts:
+    """One (rows bucket, k)'s draft graph and its static inputs and outputs."""
+    graph: torch.cuda.CUDAGraph
+    hidden: torch.Tensor
+    pending: torch.Tensor
+    drafts: torch.Tensor
+    probabilities: torch.Tensor
+
+
+class DraftGraphs:
+    """`LanguageModel.draft_graphs`: all k drafts of a step (`speculative.all_drafts`: the head, the
+    lm_head and the argmax k times, no host sync between them) over rows padded to a power of two,
+    captured once per (rows, k) and replayed; `speculative.draft` applies the confidence stop
+    after them. Padded rows draft from zeros and are dropped. Without `capture` (the CPU tests) the
+    padded drafts run eagerly. Drafts never change the tokens a step emits, only how many it keeps."""
+
+    def __init__(self, capture: bool):
+        self.capture = capture
+        self.graphs: dict[tuple[int, int], CapturedDrafts] = {}
+        self.memory = None  # the graphs' memory pool, made with the first graph
+
+    def run(self, drafts_of, hidden: torch.Tensor, pending: torch.Tensor, k: int
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`drafts_of(hidden, pending)` -> drafts and probabilities [B, k] each, for B rows."""
+        b = hidden.shape[0]
+        hidden, pending = pad_rows(hidden, up(b), 0), pad_rows(pending, up(b), 0)
+        if not self.capture:
+            drafts, probabilities = drafts_of(hidden, pending)
+            return drafts[:b], probabilities[:b]
+        captured = self.graphs.get((up(b), k))
+        if captured is None:
+            captured = self.graphs[up(b), k] = self._capture(drafts_of, hidden, pending)
+        else:
+            captured.hidden.copy_(hidden)
+            captured.pending.copy_(pending)
+        captured.graph.replay()
+        return captured.drafts[:b].clone(), captured.probabilities[:b].clone()
+
+    def _capture(self, drafts_of, hidden: torch.Tensor, pending: torch.Tensor) -> CapturedDrafts:
+        if self.memory is None:
+            self.memory = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # capture needs a warm-up run on a side stream
+            drafts_of(hidden, pending)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.memory):
+            drafts, probabilities = drafts_of(hidden, pending)
+        return CapturedDrafts(graph, hidden, pending, drafts, probabilities)
+
+
+@dataclass
 class Captured:
     """One bucket's graph and the static tensors it reads and writes."""
     graph: torch.cuda.CUDAGraph

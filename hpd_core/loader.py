@@ -9,7 +9,7 @@ import torch
 
 from hpd_core.checkpoint import load_model
 from hpd_core.engine import Engine
-from hpd_core.graphs import DecodeGraphs
+from hpd_core.graphs import DecodeGraphs, DraftGraphs
 from hpd_core.model.kernels import compiled
 from hpd_core.tokenizer import HPDTokenizer
 
@@ -60,8 +60,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     on CUDA unless `dtype` says otherwise.
     `vision_bf16`: an fp32 model runs its vision tower in bf16 autocast (2.6x faster on a CPU
     with bf16 instructions, same parse quality: bench/NOTES.md); None: where the CPU has them.
-    `cuda_graphs`: on CUDA, decode forwards run as captured CUDA graphs (`hpd_core.graphs`; the
-    same tokens as eager, which is the reference path and the CPU's).
+    `cuda_graphs`: on CUDA, decode forwards and a step's drafts run as captured CUDA graphs
+    (`hpd_core.graphs`; the same tokens as eager, which is the reference path and the CPU's).
     `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
     norms (with the residual adds), rotary, softmax and merge run as kernels fused by torch.compile
     (`hpd_core.model.kernels`; the CPU keeps the eager reference: Inductor's C++ compile there took
@@ -76,6 +76,7 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     if torch.device(device).type == "cuda":
         if cuda_graphs:
             hpd.lm.model.graphs = DecodeGraphs(capture=True)
+            hpd.lm.draft_graphs = DraftGraphs(capture=True)
         if fused:
             hpd.lm.model.kernels = compiled()
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name

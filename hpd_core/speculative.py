@@ -8,6 +8,8 @@ With k = 0 this is plain greedy decoding. The emitted tokens equal those of plai
 decoding whatever the drafts are: every emitted token is an argmax given the exact prefix.
 So drafting may stop early: with `min_confidence` c > 0 it stops after the first draft position
 where no row's draft probability reaches c (a draft costs a head step and an lm_head product).
+With draft graphs (CUDA) all k drafts run as one graph and the same stop is applied after them:
+the same drafts, one host sync a step instead of one a draft.
 """
 
 from __future__ import annotations
@@ -30,17 +32,46 @@ class StepOutput:
     hidden: torch.Tensor       # [B, H]: the hidden that predicted each new pending token
 
 
+def draft_once(lm: LanguageModel, h: torch.Tensor, x: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One draft position: the head's next hidden [B, H], its draft [B] and each row's probability
+    of that draft [B] (its softmax maximum, without a softmax over the vocabulary)."""
+    h = lm.mtp(h, lm.embed(x))
+    logits = lm.logits(h)
+    best, x = logits.max(-1)
+    return h, x, (best - logits.logsumexp(-1)).exp()
+
+
+def all_drafts(lm: LanguageModel, hidden: torch.Tensor, pending: torch.Tensor, k: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every draft and its probability, [B, k] each, with no host sync (what a draft graph captures)."""
+    h, x, drafts, probabilities = hidden, pending, [], []
+    for _ in range(k):
+        h, x, p = draft_once(lm, h, x)
+        drafts.append(x)
+        probabilities.append(p)
+    return torch.stack(drafts, 1), torch.stack(probabilities, 1)
+
+
+def confident_drafts(probabilities: list[list[float]], min_confidence: float) -> int:
+    """k': the draft positions up to and including the first where no row's probability
+    [B][k] reaches `min_confidence` (all k with 0)."""
+    best = [max(column) for column in zip(*probabilities)]
+    return next((i + 1 for i, p in enumerate(best) if min_confidence and p < min_confidence), len(best))
+
+
 def draft(lm: LanguageModel, hidden: torch.Tensor, pending: torch.Tensor, k: int,
           min_confidence: float = 0.0) -> torch.Tensor:
     """Drafts [B, k'] (1 <= k' <= k) from hidden [B, H] and pending tokens [B]."""
+    if lm.draft_graphs is not None:
+        drafts, probabilities = lm.draft_graphs.run(lambda h, x: all_drafts(lm, h, x, k), hidden, pending, k)
+        return drafts[:, :confident_drafts(probabilities.tolist(), min_confidence)]
     out = []
     h, x = hidden, pending
     for _ in range(k):
-        h = lm.mtp(h, lm.embed(x))
-        logits = lm.logits(h)
-        x = logits.argmax(-1)
+        h, x, p = draft_once(lm, h, x)
         out.append(x)
-        if min_confidence and float(logits.softmax(-1).amax()) < min_confidence:
+        if min_confidence and float(p.amax()) < min_confidence:
             break
     return torch.stack(out, 1)
 

@@ -1,18 +1,21 @@
 """Decode forwards padded to CUDA-graph buckets (hpd_core.graphs) equal the unpadded forwards:
 the same hidden states and the same keys written, nothing but the scratch block touched besides,
-no NaN anywhere (float64, run eagerly on the CPU; the replay itself, with the compiled kernels
-load_engine chooses there, is checked on CUDA)."""
+no NaN anywhere; drafts run all at once over padded rows, the confidence stop applied after them,
+are the drafts of the one-by-one loop (float64, run eagerly on the CPU; the replay itself, with
+the compiled kernels load_engine chooses there, is checked on CUDA)."""
 
 import pytest
 import torch
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.graphs import Bucket, DecodeGraphs, pad_layout
+from hpd_core.graphs import Bucket, DecodeGraphs, DraftGraphs, pad_layout
 from hpd_core.kv_cache import KVCache
 from hpd_core.model.kernels import EAGER
 from hpd_core.model.language import LanguageModel
+from hpd_core.speculative import all_drafts, draft
 from tests.test_conformance import VOCAB, ours_config, random_model
 from tests.test_engine_exactness import page
+from tests.tiny import write_checkpoint
 
 
 def pages_with_children(lm: LanguageModel, seed: int) -> tuple[KVCache, list[int]]:
@@ -57,6 +60,43 @@ def test_a_padded_forward_writes_and_returns_what_the_unpadded_one_does():
         assert torch.isfinite(padded.k).all() and torch.isfinite(padded.v).all()
 
 
+@torch.inference_mode()
+def test_drafts_all_at_once_over_padded_rows_then_stopped_are_the_one_by_one_drafts(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path, 5), device="cpu", dtype=torch.float64)
+    lm = engine.model.lm
+    gen = torch.Generator().manual_seed(0)
+    lengths = set()
+    for rows in (1, 3, 5):
+        hidden = torch.randn(rows, lm.config.hidden_size, generator=gen, dtype=torch.float64)
+        pending = torch.randint(0, lm.config.vocab_size, (rows,), generator=gen)
+        best = all_drafts(lm, hidden, pending, 6)[1].amax(0)  # each position's most confident row
+        for confidence in [0.0] + [float(p) + 1e-9 for p in best]:  # a stop at every position
+            want = draft(lm, hidden, pending, 6, confidence)
+            lm.draft_graphs = DraftGraphs(capture=False)
+            try:
+                got = draft(lm, hidden, pending, 6, confidence)
+            finally:
+                lm.draft_graphs = None
+            assert torch.equal(got, want), (rows, confidence)
+            lengths.add(want.shape[1])
+    assert len(lengths) >= 3 and 6 in lengths  # stops at several positions, and none
+
+
+def test_a_parse_with_draft_graphs_writes_and_accepts_what_it_does_without(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path, 5), device="cpu", dtype=torch.float64)
+    image = page(2)
+    for options in (ParseOptions(num_speculative_tokens=4), ParseOptions(batch_children=True)):
+        want = engine.parse(image, options)
+        engine.model.lm.draft_graphs = DraftGraphs(capture=False)
+        try:
+            got = engine.parse(image, options)
+        finally:
+            engine.model.lm.draft_graphs = None
+        assert [b.token_ids for b in got.branches] == [b.token_ids for b in want.branches]
+        assert (got.stats.accepted_tokens, got.stats.drafted_tokens) == (want.stats.accepted_tokens,
+                                                                      want.stats.drafted_tokens) != (0, 0)
+
+
 def test_buckets_round_every_dimension_up_to_a_power_of_two_and_pad_rows_out_of_every_group():
     lm: LanguageModel = random_model(ours_config(), seed=4).language_model.double()
     cache, rows = pages_with_children(lm, 7)
@@ -95,9 +135,10 @@ def test_cuda_graph_replay_of_fused_kernels_gives_the_eager_tokens_on_the_bundle
     image = page(0).resize((640, 800))
     for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=6)):
         replayed = engine.parse(image, options)
-        graphs, kernels = decoder.graphs, decoder.kernels
-        decoder.graphs, decoder.kernels = None, EAGER
+        graphs, kernels, drafts = decoder.graphs, decoder.kernels, engine.model.lm.draft_graphs
+        decoder.graphs, decoder.kernels, engine.model.lm.draft_graphs = None, EAGER, None
         eager = engine.parse(image, options)
-        decoder.graphs, decoder.kernels = graphs, kernels
+        decoder.graphs, decoder.kernels, engine.model.lm.draft_graphs = graphs, kernels, drafts
         assert [b.token_ids for b in replayed.branches] == [b.token_ids for b in eager.branches]
         assert len(graphs.graphs) > 0
+    assert len(drafts.graphs) > 0

@@ -246,7 +246,8 @@ class Decoder(nn.Module):
 
 
 class LanguageModel(nn.Module):
-    """`language_model`: the decoder, `lm_head` and (when loaded) the P-MTP head `mtp`."""
+    """`language_model`: the decoder, `lm_head` and (when loaded) the P-MTP head `mtp`. With
+    `draft_graphs` (graphs.py) a step's drafts run as captured CUDA graphs (`speculative.draft`)."""
 
     def __init__(self, cfg: LLMConfig, mtp: nn.Module | None = None):
         super().__init__()
@@ -256,6 +257,7 @@ class LanguageModel(nn.Module):
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.mtp = mtp
+        self.draft_graphs = None
 
     def fuse_projections(self) -> None:
         """q, k, v and gate, up as one matmul each, in the decoder and the draft head (inference
