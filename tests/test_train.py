@@ -210,6 +210,17 @@ def test_a_tenth_of_the_real_stages_pages_are_landscape_and_most_take_the_turned
     assert grid_for((1275, 1650), config) == (4, 5) and grid_for((948, 534), config) == (4, 5)
 
 
+def test_the_wide_real_stage_is_half_real_pages_and_about_two_fifths_landscape():
+    from tests.pages import source
+
+    real = source()
+    wide = data.stages(real)["real-wide"]
+    assert wide.sources[::2] == data.stages(real)["real"].sources[::2] == (real,) * 6
+    pages = [wide.page(s) for s in range(120) if s % 2]  # the synthetic half (the fake real pages are portrait)
+    landscape = sum(p.image.width > p.image.height for p in pages) / 120
+    assert 0.3 <= landscape <= 0.45, landscape
+
+
 def test_synthetic_pages_train_every_child_and_spell_all_but_formulas():
     from hpd_training.synth import SynthConfig, render_page
 

@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--stages", required=True,
-                    help="name:seconds,... with names from " + ",".join([*STAGES, "real", "mtp"]))
+                    help="name:seconds,... with names from " + ",".join([*STAGES, "real", "real-wide", "mtp"]))
     ap.add_argument("--real-source", metavar="MODULE:FACTORY",
                     help="real pages for the `real` stage: FACTORY(--real-data) returns a callable seed -> page")
     ap.add_argument("--real-data", type=Path, help="the argument of --real-source (e.g. a manifest)")

@@ -127,18 +127,24 @@ STAGES = {
 }
 
 
-def real_stage(real: PageSource) -> Stage:
+def real_stage(real: PageSource, wide: bool = False) -> Stage:
     """`real`: half real pages, a third document-scale dense synthetic pages (exact content, every
     label; a twelfth landscape ones), a twelfth each sparse and short-line ones. About a tenth of
-    the pages are landscape (real ones are ~4%: slides). Batch 16 of four tiles a page: 64 tiles,
-    where the one-tile stages' 28 pages peaked at 28 GiB on the H200 (docs/training.md)."""
-    return Stage((real, DOCUMENT, real, DOC_DENSE, real, DOC_LINES, real, DOC_LANDSCAPE, real, DOC_DENSE, real,
-                  DOC_SPARSE), 16, 6e-4)
+    the pages are landscape (real ones are ~4%: slides). `real-wide` (`wide`): four of the six
+    synthetic slots landscape, so about two fifths of the pages are (for a layout branch that
+    places a landscape page's boxes as on a portrait grid: docs/training.md, sessions 19-21).
+    Batch 16 of four tiles a page: 64 tiles, where the one-tile stages' 28 pages peaked at 28 GiB
+    on the H200 (docs/training.md)."""
+    synthetic = ((DOCUMENT, DOC_LANDSCAPE, DOC_LANDSCAPE, DOC_LANDSCAPE, DOC_DENSE, DOC_LANDSCAPE) if wide
+                 else (DOCUMENT, DOC_DENSE, DOC_LINES, DOC_LANDSCAPE, DOC_DENSE, DOC_SPARSE))
+    return Stage(tuple(source for kind in synthetic for source in (real, kind)), 16, 6e-4)
 
 
 def stages(real: PageSource | None = None) -> dict[str, Stage]:
-    """The training stages by name; `real` only with a real-page source."""
-    return {**STAGES, "real": real_stage(real)} if real is not None else dict(STAGES)
+    """The training stages by name; `real` and `real-wide` only with a real-page source."""
+    if real is None:
+        return dict(STAGES)
+    return {**STAGES, "real": real_stage(real), "real-wide": real_stage(real, wide=True)}
 
 
 Sample = tuple[torch.Tensor, Packed, torch.Tensor]  # uint8 tiles (`tile_bytes`), packed sequence, glyph targets
