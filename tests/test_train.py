@@ -79,8 +79,9 @@ def test_glyph_targets_of_a_tile_grid_go_to_tile_cell_and_slot(tile, side):
 
 
 def test_a_thumbnail_tile_follows_the_grid_with_no_glyph_targets_and_the_grid_keeps_its_own():
-    config = HPDConfig.load(ROOT / "assets" / "hpd-tiny-docs" / "config.json")  # 20 tiles: a 4 x 5 grid here
-    with_thumbnail = dataclasses.replace(config, use_thumbnail=True)  # up to 21 tiles (the format's +1)
+    with_thumbnail = HPDConfig.load(ROOT / "assets" / "hpd-tiny-docs" / "config.json")  # since r42
+    assert with_thumbnail.use_thumbnail  # up to 21 tiles (the format's +1)
+    config = dataclasses.replace(with_thumbnail, use_thumbnail=False)  # 20 tiles: a 4 x 5 grid here
     page = (1275, 1650)
     assert grid_for(page, config) == grid_for(page, with_thumbnail) == (4, 5)
     glyphs = np.array([(400.0, 500.0, ord("A")), (1200.0, 1600.0, ord("z"))], np.float32)
