@@ -160,7 +160,12 @@ class KVCache:
             assert all(self.refs[b] == 1 for b in self.tables[row][first // bs:]), "write to a shared block"
         tables = [self.tables[r] for r in rows]
         index = torch.arange(len(rows), device=device)[:, None]
-        slots = padded(tables, device)[index, positions // bs] * bs + positions % bs
+        # only each row's blocks from its first written position on (one or two in a decode step),
+        # not its whole table: a page's 1,800-token prompt is 113 blocks a row
+        first_blocks = [first // bs for first in firsts]
+        written = padded([t[f:] for t, f in zip(tables, first_blocks)], device)
+        offsets = positions // bs - torch.tensor(first_blocks, device=device)[:, None]
+        slots = written[index, offsets] * bs + positions % bs
         starts = [self.shared[r] for r in rows]
         rest_blocks = padded([t[s:] for t, s in zip(tables, starts)], device)
         rest_positions = (torch.tensor(starts, device=device)[:, None] * bs
