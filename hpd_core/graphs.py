@@ -76,6 +76,21 @@ def pad_layout(layout: Layout, bucket: Bucket, scratch: int, block_size: int) ->
                   pad_rows(layout.row_group, bucket.rows, -1), pad_rows(layout.row_slot, bucket.rows, 0))
 
 
+def capture(run, pool) -> tuple[torch.cuda.CUDAGraph, object]:
+    """`run()` captured as a CUDA graph in memory pool `pool`, and what the captured call returned
+    (its static outputs). Capture needs a warm-up run on a side stream first; it does what the
+    replays will do (the same keys written, the same shapes compiled)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = run()
+    return graph, out
+
+
 @dataclass
 class CapturedDrafts:
     """One (rows bucket, k)'s draft graph and its static inputs and outputs."""
@@ -118,14 +133,7 @@ class DraftGraphs:
     def _capture(self, drafts_of, hidden: torch.Tensor, pending: torch.Tensor) -> CapturedDrafts:
         if self.memory is None:
             self.memory = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # capture needs a warm-up run on a side stream
-            drafts_of(hidden, pending)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.memory):
-            drafts, probabilities = drafts_of(hidden, pending)
+        graph, (drafts, probabilities) = capture(lambda: drafts_of(hidden, pending), self.memory)
         return CapturedDrafts(graph, hidden, pending, drafts, probabilities)
 
 
@@ -173,14 +181,6 @@ class DecodeGraphs:
         return captured.out[:b].clone()
 
     def _capture(self, decoder, cache: KVCache, embeds: torch.Tensor, layout: Layout) -> Captured:
-        """Capture the forward over these (static from now on) inputs. The warm-up run on a side
-        stream, which capture requires, writes the same keys the replay writes."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            decoder.run_layers(embeds, layout.positions, None, cache, layout)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.memory):
-            out = decoder.run_layers(embeds, layout.positions, None, cache, layout)
+        """Capture the forward over these (static from now on) inputs."""
+        graph, out = capture(lambda: decoder.run_layers(embeds, layout.positions, None, cache, layout), self.memory)
         return Captured(graph, embeds, layout, out)
