@@ -171,8 +171,8 @@ def pointer_losses(model: HPDModel, batch: dict, inputs: dict) -> dict[str, torc
         keys[page, place] = k[page, 0, token]                            # [B, image tokens, D]
         target = here if name == "here" else following
         rows = target[..., 0] >= 0
-        logits = (q[:, 0] @ keys.transpose(1, 2)).float() * q.shape[-1] ** -0.5
-        logits = logits.masked_fill(~present[:, None, :], -math.inf)[rows]  # [N, image tokens]
+        logits = (q[:, 0] @ keys.transpose(1, 2))[rows].float() * q.shape[-1] ** -0.5  # [N, image tokens]
+        logits = logits.masked_fill(~present[rows.nonzero()[:, 0]], -math.inf)  # each token's page's own
         logp, cells = logits.log_softmax(-1), target[rows]
         mass = logp.gather(1, cells.clamp(min=0)).masked_fill(cells < 0, -math.inf).logsumexp(-1)
         n = max(1, int(rows.sum()))  # a batch of `plain` samples only has no pointer targets
