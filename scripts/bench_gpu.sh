@@ -9,7 +9,8 @@
 #                                          # scheduling, the backend's CUDA default: bench/NOTES.md)
 #   bash scripts/bench_gpu.sh vllm-eager   # its P-MTP acceptance without torch.compile / CUDA graphs
 #   bash scripts/bench_gpu.sh graphs       # the CUDA-graph and fused-kernel tests (tests/test_graphs.py: replay of
-#                                          # the compiled kernels == eager tokens; tests/test_kernels.py: Triton == eager)
+#                                          # the compiled kernels == eager tokens; tests/test_kernels.py: Triton == eager);
+#                                          # one parses with the bundled hpd-tiny: not with the tree `light`
 #   bash scripts/bench_gpu.sh real         # the real dimensions: our decode step (eager vs graphs vs graphs+fused)
 #   bash scripts/bench_gpu.sh profile      # the real dimensions: where a graph step's time goes, fused and not
 #   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1 and 64 pages (graphs; pages wait
