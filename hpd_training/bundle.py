@@ -55,10 +55,11 @@ def _file_name(source: str, package: str) -> str:
 
 
 def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = ()) -> str:
-    """Writes the bundle of at most `max_bytes`, without the source PDFs of the bundles in `skip`
-    (a second bundle to carry in another call); returns a summary line."""
-    taken = {e.source for folder in skip for e in load_bundle(folder)}
-    pages = [p for p in load(data / NAME).pages if p.split == "train" and p.status == "ok" and p.pdf not in taken]
+    """Writes the bundle of at most `max_bytes`, without the pages of the bundles in `skip` (a
+    second bundle to carry in another call); returns a summary line."""
+    taken = {(e.source, e.source_page) for folder in skip for e in load_bundle(folder)}
+    pages = [p for p in load(data / NAME).pages
+             if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
     by_pdf: dict[str, list] = {}
     for p in pages:
         by_pdf.setdefault(p.pdf, []).append(p)

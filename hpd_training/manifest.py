@@ -28,9 +28,11 @@ from hpd_training.dockind import kind_of
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
-# every training package (1,966 in Debian 12), 6 pages each: far more than one 40 MB bundle holds
-# (~25-35 KB a page); bundles are carried one a call (`bundle --skip`)
-TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 1, 6
+# every training package (1,966 in Debian 12), two PDFs each, 12 pages of each: far more than one 40 MB
+# bundle holds (~20-35 KB a page); bundles are carried one a call (`bundle --skip`). Bundles 1-4
+# (sessions 12-15) were written from the manifest of one PDF and 6 pages, whose pages this one keeps
+# (the same hash orders, longer), so later bundles skip their pages
+TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 2, 12
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
     parser.add_argument("--skip", type=Path, action="append", default=[],
-                        help="bundle: leave out the source PDFs of this earlier bundle (repeatable)")
+                        help="bundle: leave out the pages of this earlier bundle (repeatable)")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):

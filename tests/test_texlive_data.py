@@ -132,13 +132,31 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
         f.stat().st_size for f in (tmp_path / "bundle" / "pdfs").iterdir()) // 2)
     rest = write_bundle(tmp_path, tmp_path / "rest", skip=[tmp_path / "half"])
     first, second = load_bundle(tmp_path / "half"), load_bundle(tmp_path / "rest")
-    assert first and second and not {e.source for e in first} & {e.source for e in second}, (half, rest)
+    assert first and second and not {(e.source, e.source_page) for e in first} & \
+        {(e.source, e.source_page) for e in second}, (half, rest)
     assert len(first) + len(second) == len(train)
     both = bundle.source(f"{tmp_path / 'half'}{os.pathsep}{tmp_path / 'rest'}")  # draws from either bundle
     drawn = {repr(both(seed).blocks) for seed in range(40)}
     for folder, entries in ((tmp_path / "half", first), (tmp_path / "rest", second)):
         assert drawn & {repr(training_page(folder, e).blocks) for e in entries}
 
+
+
+def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles_pages(tmp_path, monkeypatch):
+    for name in (f"pkg{i}" for i in range(8)):
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=8)
+    (tmp_path / DEBS).write_text("{}")
+    monkeypatch.setattr(manifest, "TRAIN_PAGES", 3)
+    short = {(p.pdf, p.page) for p in build(tmp_path, workers=1).pages if p.split == "train"}
+    write_bundle(tmp_path, tmp_path / "old")
+    monkeypatch.setattr(manifest, "TRAIN_PAGES", 6)
+    longer = [p for p in build(tmp_path, workers=1).pages if p.split == "train" and p.status == "ok"]
+    assert short < {(p.pdf, p.page) for p in longer}  # the same hash order, taken further
+    write_bundle(tmp_path, tmp_path / "new", skip=[tmp_path / "old"])
+    old = {(e.source, e.source_page) for e in load_bundle(tmp_path / "old")}
+    new = {(e.source, e.source_page) for e in load_bundle(tmp_path / "new")}
+    assert old and new and not old & new and old | new == {(p.pdf, p.page) for p in longer}
+    assert {s for s, _ in old} == {s for s, _ in new}  # new pages of the same PDFs
 
 def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest, "EVAL_QUOTA", {"manual": 3})
