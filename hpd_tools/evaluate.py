@@ -128,8 +128,10 @@ def truth_key(truth: dict, name: str, number: int) -> str | None:
     return next((k for k in keys if k in truth), None)
 
 
-def real_samples(manifest: Path, dpi: float) -> list[Sample]:
-    """The evaluation pages of a TeX Live manifest, ground truth from their text layers."""
+def real_samples(manifest: Path, dpi: float) -> tuple[list[Sample], str]:
+    """The evaluation pages of a TeX Live manifest, ground truth from their text layers, and which
+    pages they are: "held-out" (all of the held-out split) or "training-split"
+    (`python -m hpd_training.texlive sample`)."""
     from hpd_training.manifest import load
     from hpd_training.pagelayout import Rejected
     from hpd_training.realpage import real_page
@@ -150,7 +152,7 @@ def real_samples(manifest: Path, dpi: float) -> list[Sample]:
         words = tuple(w for b in page.layout.blocks if b.trained for w in b.words)
         name = f"{record.pdf.split('texlive-doc/')[-1]}#{record.page + 1}"
         samples.append(Sample(name, page.image, page.blocks, record.kind, words))
-    return samples
+    return samples, "held-out" if all(r.split == "eval" for r in records) else "training-split"
 
 
 # ---- scoring ------------------------------------------------------------------------------
@@ -321,8 +323,8 @@ def check_sources(args) -> None:
 def load_samples(args) -> tuple[list[Sample], str]:
     """The pages of the options `check_sources` passed, PDFs rendered at args.dpi."""
     if args.real is not None:
-        samples = real_samples(args.real, args.dpi)
-        return samples, f"{len(samples)} held-out TeX Live pages of {args.real} at {args.dpi:g} dpi"
+        samples, which = real_samples(args.real, args.dpi)
+        return samples, f"{len(samples)} {which} TeX Live pages of {args.real} at {args.dpi:g} dpi"
     if args.gt is not None:
         samples = file_samples(args.gt, args.inputs, args.dpi)
         return samples, f"{len(samples)} pages of {len(args.inputs)} files, ground truth {args.gt}"

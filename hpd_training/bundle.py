@@ -11,6 +11,7 @@ body size.
 
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train
     python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   # write_evaluation
+    python -m hpd_training.texlive sample --from data/texlive-train --to data/texlive-seen  # write_sample
     # then, on the training machine:
     from hpd_training.bundle import load_bundle, training_page
     entries = load_bundle(folder); page = training_page(folder, entries[0])  # a RealPage
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import pymupdf
 
-from hpd_training.manifest import NAME, Manifest, load, write
+from hpd_training.manifest import EVAL_QUOTA, NAME, Manifest, PageRecord, load, write
 from hpd_training.pagelayout import Rejected
 from hpd_training.realpage import DPI, RealPage, real_page
 from hpd_training.texlive import stable_hash
@@ -106,6 +107,40 @@ def write_evaluation(data: Path, to: Path) -> str:
         records += [replace(p, pdf=name, page=i) for i, p in enumerate(group)]
     write(to / NAME, Manifest(records), [])
     return f"{len(records)} evaluation pages in {len(by_pdf)} files, {total / 1e6:.1f} MB"
+
+
+def write_sample(folder: Path, to: Path, pages: int = 32) -> str:
+    """`pages` pages of a training bundle as small PDFs under `to` with their own manifest, for
+    `hpd-eval --real to/manifest.json`: with a bundle the model trained on, how it reads pages it
+    has seen; with one it has not, unseen pages of the training split (docs/training.md, session
+    24). Kinds in the held-out set's shares (EVAL_QUOTA, a kind short of pages leaves the rest to
+    "manual"), one page a source PDF, in hash order; returns a summary line."""
+    entries = sorted(load_bundle(folder), key=lambda e: stable_hash(f"{e.source}#{e.source_page}"))
+    quota = {k: round(pages * v / sum(EVAL_QUOTA.values())) for k, v in EVAL_QUOTA.items()}
+    quota["manual"] += pages - sum(quota.values())
+    chosen: dict[str, BundlePage] = {}  # source PDF -> its page
+    for kind in [k for k in quota if k != "manual"] + ["manual"]:
+        taken = 0
+        for e in entries:
+            if taken < quota[kind] and e.kind == kind and e.source not in chosen:
+                chosen[e.source] = e
+                taken += 1
+        if kind != "manual":
+            quota["manual"] += quota[kind] - taken
+    (to / "pdfs").mkdir(parents=True, exist_ok=True)
+    by_file: dict[str, list[BundlePage]] = {}
+    for e in chosen.values():
+        by_file.setdefault(e.file, []).append(e)
+    records = []
+    for file, group in sorted(by_file.items()):
+        group.sort(key=lambda e: e.page)
+        with pymupdf.open(folder / file) as doc:
+            doc.select([e.page for e in group])
+            (to / file).write_bytes(doc.tobytes(garbage=4, deflate=True, use_objstms=1))
+        records += [PageRecord(file, i, e.package, "train", e.kind, "ok", e.body_size, evaluate=True)
+                    for i, e in enumerate(group)]
+    write(to / NAME, Manifest(records), [])
+    return f"{len(records)} pages of {folder} in {len(by_file)} files; kinds {dict(Counter(r.kind for r in records))}"
 
 
 def load_bundle(folder: Path) -> list[BundlePage]:

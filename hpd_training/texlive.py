@@ -5,6 +5,7 @@ unpacked (`fetch`), listed as TeX Live packages (`packages`) and split by packag
     python -m hpd_training.texlive manifest --out data/texlive   # pages, kinds, splits (manifest.py)
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train   (bundle.py)
     python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   (the evaluation pages)
+    python -m hpd_training.texlive sample --from data/texlive-train --to data/texlive-seen   (a bundle's pages)
 
 A TeX Live package is a CTAN folder `usr/share/doc/texlive-doc/<area>/<package>/`; its name
 without the area is the split key (`latex/base` and `latex-dev/base` hold the same documents).
@@ -113,13 +114,15 @@ def packages(data: Path) -> list[Package]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpd_training.texlive", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset"))
+    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset", "sample"))
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
     parser.add_argument("--skip", type=Path, action="append", default=[],
                         help="bundle: leave out the pages of this earlier bundle (repeatable)")
+    parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
+    parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):
@@ -132,6 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "evalset":
         from hpd_training.bundle import write_evaluation
         print(write_evaluation(args.out, args.to))
+    elif args.command == "sample":
+        from hpd_training.bundle import write_sample
+        if args.source is None:
+            parser.error("sample wants --from BUNDLE")
+        print(write_sample(args.source, args.to, args.pages))
     else:
         from hpd_training.bundle import write_bundle
         print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip))

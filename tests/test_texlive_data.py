@@ -13,7 +13,7 @@ import pymupdf
 import pytest
 
 from hpd_training import bundle, dockind, manifest
-from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation
+from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation, write_sample
 from hpd_training.manifest import PageRecord, build, choose_evaluation
 from hpd_training.realpage import real_page
 from hpd_training.texlive import DEBS, DOC_ROOT, packages, split_of
@@ -157,6 +157,26 @@ def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles
     new = {(e.source, e.source_page) for e in load_bundle(tmp_path / "new")}
     assert old and new and not old & new and old | new == {(p.pdf, p.page) for p in longer}
     assert {s for s, _ in old} == {s for s, _ in new}  # new pages of the same PDFs
+
+
+def test_a_sample_of_a_bundle_reads_as_its_pages_one_a_pdf_in_the_held_out_kinds_shares(tmp_path):
+    for i in range(10):
+        pdf(tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / f"pkg{i}.pdf", pages=4)
+    (tmp_path / DEBS).write_text("{}")
+    build(tmp_path, workers=1)
+    write_bundle(tmp_path, tmp_path / "bundle")
+    entries = load_bundle(tmp_path / "bundle")
+    assert len({e.source for e in entries}) > 4
+    write_sample(tmp_path / "bundle", tmp_path / "seen", pages=4)
+    sample = manifest.load(tmp_path / "seen" / manifest.NAME).pages
+    assert len(sample) == 4 and all(p.evaluate and p.split == "train" for p in sample)
+    assert {p.kind for p in sample} == {"manual"}  # the synthetic PDFs are all manuals: the other kinds' share
+    assert len({p.pdf for p in sample}) == 4  # a bundle file per source PDF: one page of each
+    for record in sample:
+        with pymupdf.open(tmp_path / "seen" / record.pdf) as ours, pymupdf.open(tmp_path / "bundle" / record.pdf) as src:
+            assert ours.page_count == 1
+            assert real_page(ours[record.page]).blocks in [real_page(page).blocks for page in src]
+
 
 def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest, "EVAL_QUOTA", {"manual": 3})
