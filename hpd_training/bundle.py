@@ -55,6 +55,13 @@ def _file_name(source: str, package: str) -> str:
     return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
 
 
+def selected_pages(pdf: Path, pages: list[int]) -> bytes:
+    """A small PDF of `pages` (0-based, in this order) of `pdf`: garbage-collected, deflated, object streams."""
+    with pymupdf.open(pdf) as doc:
+        doc.select(pages)
+        return doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+
+
 def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = ()) -> str:
     """Writes the bundle of at most `max_bytes`, without the pages of the bundles in `skip` (a
     second bundle to carry in another call); returns a summary line."""
@@ -68,9 +75,7 @@ def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequenc
     blobs = []  # (bytes a page, source, its records, the small PDF)
     for pdf, records in by_pdf.items():
         records = sorted(records, key=lambda p: p.page)
-        with pymupdf.open(data / pdf) as doc:
-            doc.select([p.page for p in records])
-            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        blob = selected_pages(data / pdf, [p.page for p in records])
         blobs.append((records[0].kind == "manual", len(blob) / len(records), stable_hash(pdf), pdf, records, blob))
     total, entries, skipped = 0, [], 0
     for _, per_page, _, pdf, records, blob in sorted(blobs, key=lambda b: b[:3]):
@@ -98,9 +103,7 @@ def write_evaluation(data: Path, to: Path) -> str:
     records, total = [], 0
     for pdf, group in sorted(by_pdf.items()):
         group = sorted(group, key=lambda p: p.page)
-        with pymupdf.open(data / pdf) as doc:
-            doc.select([p.page for p in group])
-            blob = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+        blob = selected_pages(data / pdf, [p.page for p in group])
         name = _file_name(pdf, group[0].package)
         (to / name).write_bytes(blob)
         total += len(blob)
@@ -134,9 +137,7 @@ def write_sample(folder: Path, to: Path, pages: int = 32) -> str:
     records = []
     for file, group in sorted(by_file.items()):
         group.sort(key=lambda e: e.page)
-        with pymupdf.open(folder / file) as doc:
-            doc.select([e.page for e in group])
-            (to / file).write_bytes(doc.tobytes(garbage=4, deflate=True, use_objstms=1))
+        (to / file).write_bytes(selected_pages(folder / file, [e.page for e in group]))
         records += [PageRecord(file, i, e.package, "train", e.kind, "ok", e.body_size, evaluate=True)
                     for i, e in enumerate(group)]
     write(to / NAME, Manifest(records), [])

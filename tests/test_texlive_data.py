@@ -141,7 +141,6 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
         assert drawn & {repr(training_page(folder, e).blocks) for e in entries}
 
 
-
 def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles_pages(tmp_path, monkeypatch):
     for name in (f"pkg{i}" for i in range(8)):
         pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=8)
