@@ -51,8 +51,18 @@ class BundlePage:
     body_size: float
 
 
-def _file_name(source: str, package: str) -> str:
-    return "pdfs/" + re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120] + ".pdf"
+def _file_name(source: str, package: str, taken: set[str]) -> str:
+    """pdfs/PACKAGE--STEM.pdf, or with a hash of the source path where a package has two sources of
+    one stem (tabriz-thesis: latex/ and xelatex/), which would write one file over the other; the
+    name joins `taken`."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", f"{package}--{Path(source).stem}")[:120]
+    name = f"pdfs/{stem}.pdf"
+    if name in taken:
+        name = f"pdfs/{stem}--{stable_hash(source) % 16**8:08x}.pdf"
+    if name in taken:
+        raise ValueError(f"{source}: its file name {name} is taken")
+    taken.add(name)
+    return name
 
 
 def selected_pages(pdf: Path, pages: list[int]) -> bytes:
@@ -77,12 +87,12 @@ def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequenc
         records = sorted(records, key=lambda p: p.page)
         blob = selected_pages(data / pdf, [p.page for p in records])
         blobs.append((records[0].kind == "manual", len(blob) / len(records), stable_hash(pdf), pdf, records, blob))
-    total, entries, skipped = 0, [], 0
+    total, entries, skipped, names = 0, [], 0, set()
     for _, per_page, _, pdf, records, blob in sorted(blobs, key=lambda b: b[:3]):
         if per_page > MAX_BYTES_PER_PAGE or total + len(blob) > max_bytes:
             skipped += 1
             continue
-        name = _file_name(pdf, records[0].package)
+        name = _file_name(pdf, records[0].package, names)
         (to / name).write_bytes(blob)
         total += len(blob)
         entries += [BundlePage(name, i, pdf, p.page, p.package, p.kind, p.body_size) for i, p in enumerate(records)]
@@ -100,11 +110,11 @@ def write_evaluation(data: Path, to: Path) -> str:
     for p in chosen:
         by_pdf.setdefault(p.pdf, []).append(p)
     (to / "pdfs").mkdir(parents=True, exist_ok=True)
-    records, total = [], 0
+    records, total, names = [], 0, set()
     for pdf, group in sorted(by_pdf.items()):
         group = sorted(group, key=lambda p: p.page)
         blob = selected_pages(data / pdf, [p.page for p in group])
-        name = _file_name(pdf, group[0].package)
+        name = _file_name(pdf, group[0].package, names)
         (to / name).write_bytes(blob)
         total += len(blob)
         records += [replace(p, pdf=name, page=i) for i, p in enumerate(group)]

@@ -158,6 +158,22 @@ def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles
     assert {s for s, _ in old} == {s for s, _ in new}  # new pages of the same PDFs
 
 
+def test_two_sources_of_one_stem_in_a_package_get_a_file_each(tmp_path):
+    # tabriz-thesis ships latex/.../tabriz-thesis.pdf and xelatex/.../tabriz-thesis.pdf: one name
+    # for both wrote the second over the first, and training asked the first's pages of it
+    pdf(tmp_path / DOC_ROOT / "latex" / "pkg" / "doc.pdf", pages=5)
+    pdf(tmp_path / DOC_ROOT / "xelatex" / "pkg" / "sub" / "doc.pdf", pages=2, first="Another document.")
+    (tmp_path / DEBS).write_text("{}")
+    build(tmp_path, workers=1)
+    write_bundle(tmp_path, tmp_path / "bundle")
+    entries = load_bundle(tmp_path / "bundle")
+    assert len({e.source for e in entries}) == 2 and len({e.file for e in entries}) == 2
+    for entry in entries:
+        with pymupdf.open(tmp_path / "bundle" / entry.file) as ours, pymupdf.open(tmp_path / entry.source) as src:
+            assert ours.page_count == sum(e.file == entry.file for e in entries)
+            assert real_page(ours[entry.page]).blocks == real_page(src[entry.source_page]).blocks
+
+
 def test_a_sample_of_a_bundle_reads_as_its_pages_one_a_pdf_in_the_held_out_kinds_shares(tmp_path):
     for i in range(10):
         pdf(tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / f"pkg{i}.pdf", pages=4)
