@@ -30,9 +30,11 @@ from hpd_training.texlive import Package, packages, stable_hash
 
 # every training package (1,966 in Debian 12), two PDFs each, 12 pages of each: far more than one 40 MB
 # bundle holds (~20-35 KB a page); bundles are carried one a call (`bundle --skip`). Bundles 1-4
-# (sessions 12-15) were written from the manifest of one PDF and 6 pages, whose pages this one keeps
-# (the same hash orders, longer), so later bundles skip their pages
+# (sessions 12-15) were written from the manifest of one PDF and 6 pages (FIRST_PDFS, FIRST_PAGES),
+# whose pages this one keeps (the same hash orders, longer): `first_pages` picks them out again, and
+# later bundles skip their pages
 TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 2, 12
+FIRST_PDFS, FIRST_PAGES = 1, 6
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}
@@ -178,3 +180,22 @@ def write(path: Path, manifest: Manifest, docs: list[Document]) -> None:
 def load(path: Path) -> Manifest:
     body = json.loads(path.read_text(encoding="utf-8"))
     return Manifest([PageRecord(**p) for p in body["pages"]])
+
+
+def first_pages(path: Path) -> list[PageRecord]:
+    """The training pages of the first manifest (FIRST_PDFS PDFs a package, FIRST_PAGES pages a PDF,
+    in the same hash orders), which bundles 1-4 were written from: the first PDFs by the manifest's
+    documents (a PDF that could not be opened has no pages but is still one), the first pages of each
+    by hash of PDF and page, as `page_order`."""
+    body = json.loads(path.read_text(encoding="utf-8"))
+    pdfs: dict[str, list[str]] = {}
+    for doc in body["documents"]:
+        if doc["split"] == "train":
+            pdfs.setdefault(doc["package"], []).append(doc["pdf"])
+    first = {pdf for group in pdfs.values() for pdf in sorted(group, key=stable_hash)[:FIRST_PDFS]}
+    by_pdf: dict[str, list[PageRecord]] = {}
+    for page in (PageRecord(**p) for p in body["pages"]):
+        if page.pdf in first:
+            by_pdf.setdefault(page.pdf, []).append(page)
+    return [p for pdf, group in by_pdf.items()
+            for p in sorted(group, key=lambda p: stable_hash(f"{pdf}#{p.page}"))[:FIRST_PAGES]]

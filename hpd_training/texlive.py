@@ -121,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
     parser.add_argument("--skip", type=Path, action="append", default=[],
                         help="bundle: leave out the pages of this earlier bundle (repeatable)")
+    parser.add_argument("--first", action="store_true",
+                        help="bundle: of the first manifest's pages (one PDF, 6 pages a package: bundles 1-4)")
     parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     args = parser.parse_args(argv)
@@ -142,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_sample(args.source, args.to, args.pages))
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.first))
     return 0
 
 

@@ -158,6 +158,29 @@ def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles
     assert {s for s, _ in old} == {s for s, _ in new}  # new pages of the same PDFs
 
 
+def test_the_first_manifests_pages_are_picked_out_of_the_longer_one(tmp_path, monkeypatch):
+    # bundles 1-4 were written from a manifest of one PDF and 6 pages a package: `bundle --first`
+    # writes them again from today's manifest; a PDF that cannot be opened is still its package's first
+    for i in range(6):
+        for stem in ("a", "b", "c"):
+            pdf(tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / f"{stem}.pdf", pages=8)
+        (tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / "broken.pdf").write_bytes(b"not a PDF")
+    (tmp_path / DEBS).write_text("{}")
+    monkeypatch.setattr(manifest, "TRAIN_PDFS", manifest.FIRST_PDFS)
+    monkeypatch.setattr(manifest, "TRAIN_PAGES", manifest.FIRST_PAGES)
+    first = [replace(p, seconds=0.0) for p in build(tmp_path, workers=1).pages if p.split == "train"]
+    monkeypatch.undo()
+    longer = [p for p in build(tmp_path, workers=1).pages if p.split == "train"]
+    assert len(longer) > len(first) > 0
+    picked = [replace(p, seconds=0.0) for p in manifest.first_pages(tmp_path / manifest.NAME)]
+    key = lambda p: (p.pdf, p.page)  # noqa: E731
+    assert sorted(picked, key=key) == sorted(first, key=key)
+    assert len({p.package for p in first}) < 6  # some package's first PDF is the broken one
+    write_bundle(tmp_path, tmp_path / "first", first=True)
+    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "first")} == \
+        {(p.pdf, p.page) for p in first if p.status == "ok"}
+
+
 def test_two_sources_of_one_stem_in_a_package_get_a_file_each(tmp_path):
     # tabriz-thesis ships latex/.../tabriz-thesis.pdf and xelatex/.../tabriz-thesis.pdf: one name
     # for both wrote the second over the first, and training asked the first's pages of it
