@@ -78,8 +78,8 @@ def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequenc
     second bundle to carry in another call), of the first manifest's pages with `first` (bundles
     1-4, which the bundled models trained on); returns a summary line."""
     taken = {(e.source, e.source_page) for folder in skip for e in load_bundle(folder)}
-    manifest = first_pages(data / NAME) if first else load(data / NAME).pages
-    pages = [p for p in manifest if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
+    listed = first_pages(data / NAME) if first else load(data / NAME).pages
+    pages = [p for p in listed if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
     by_pdf: dict[str, list] = {}
     for p in pages:
         by_pdf.setdefault(p.pdf, []).append(p)

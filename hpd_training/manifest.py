@@ -186,16 +186,13 @@ def first_pages(path: Path) -> list[PageRecord]:
     """The training pages of the first manifest (FIRST_PDFS PDFs a package, FIRST_PAGES pages a PDF,
     in the same hash orders), which bundles 1-4 were written from: the first PDFs by the manifest's
     documents (a PDF that could not be opened has no pages but is still one), the first pages of each
-    by hash of PDF and page, as `page_order`."""
+    by `page_order`."""
     body = json.loads(path.read_text(encoding="utf-8"))
-    pdfs: dict[str, list[str]] = {}
-    for doc in body["documents"]:
-        if doc["split"] == "train":
-            pdfs.setdefault(doc["package"], []).append(doc["pdf"])
-    first = {pdf for group in pdfs.values() for pdf in sorted(group, key=stable_hash)[:FIRST_PDFS]}
-    by_pdf: dict[str, list[PageRecord]] = {}
-    for page in (PageRecord(**p) for p in body["pages"]):
-        if page.pdf in first:
-            by_pdf.setdefault(page.pdf, []).append(page)
-    return [p for pdf, group in by_pdf.items()
-            for p in sorted(group, key=lambda p: stable_hash(f"{pdf}#{p.page}"))[:FIRST_PAGES]]
+    docs = [Document(**d) for d in body["documents"] if d["split"] == "train"]
+    by_package: dict[str, list[Document]] = {}
+    for doc in docs:
+        by_package.setdefault(doc.package, []).append(doc)
+    first = {doc.pdf: set(page_order(doc.pdf, doc.pages)[:FIRST_PAGES]) for group in by_package.values()
+             for doc in sorted(group, key=lambda d: stable_hash(d.pdf))[:FIRST_PDFS]}
+    pages = (PageRecord(**p) for p in body["pages"])
+    return [p for p in pages if p.page in first.get(p.pdf, ())]
