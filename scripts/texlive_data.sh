@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The TeX Live data of docs/training.md on a new machine, from the repo root (~15 minutes on 2 cores;
 # what is there already is kept): the corpus (`fetch`, 1.3 GB of .deb), its manifest, the 106
-# held-out pages (data/texlive-eval), bundles 1-8 and two samples of 32 pages. Bundles 1-4 are the
+# held-out pages (data/texlive-eval), bundles 1-10 and two samples of 32 pages. Bundles 1-4 are the
 # first manifest's pages (`--first`: one PDF, 6 pages a package), which every bundled hpd-tiny-docs
-# trained on; bundles 5-8 hold pages none of them has seen (docs/training.md, sessions 24 and 26);
+# trained on; bundles 5-10 hold pages none of them has seen (docs/training.md, sessions 24, 26 and 27);
 # data/texlive-seen samples bundle 1, data/texlive-unseen8 bundle 8, for `hpd-eval --real`. The
-# sizes let a device call carry one bundle beside the tree: 5 with .gpu-site.tar.xz, 6 with the
-# starting weights xz-packed (29.8 MB), 7 alone (docs/training.md, session 26).
+# sizes let a device call carry one bundle beside the tree: 5 and 9 with .gpu-site.tar.xz, 6 with the
+# starting weights xz-packed (29.8 MB), 10 with them and a full P-MTP (34.3 MB), 7 alone
+# (docs/training.md, sessions 26-27).
 set -euo pipefail
 T=(python -m hpd_training.texlive)
 [ -e data/texlive/debs.json ] || "${T[@]}" fetch --out data/texlive >/dev/null
@@ -25,5 +26,7 @@ bundle texlive-train5 38
 bundle texlive-train6 28
 bundle texlive-train7 55
 bundle texlive-train8 30
+bundle texlive-train9 38
+bundle texlive-train10 24.5
 [ -e data/texlive-seen/manifest.json ] || "${T[@]}" sample --from data/texlive-train --to data/texlive-seen
 [ -e data/texlive-unseen8/manifest.json ] || "${T[@]}" sample --from data/texlive-train8 --to data/texlive-unseen8
