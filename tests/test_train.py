@@ -128,6 +128,42 @@ def test_the_pointer_loss_of_pages_with_different_tile_counts_is_each_pages_own(
         assert float(both[name]) == pytest.approx(expected, rel=1e-6)  # the logits are float32
 
 
+def test_a_detached_glyph_head_learns_and_sends_the_model_none_of_its_gradient():
+    """The glyph head is new in every run: in its warm-up (`--glyph-warmup`) it reads detached image
+    rows, so the model's gradient is the one without the head, to the bit, while the head's own is not zero."""
+    from hpd_core.model import HPDModel
+    from hpd_core.tokenizer import HPDTokenizer
+    from hpd_training.synth import SynthConfig
+    from hpd_training.train.__main__ import glyph_head, init_weights, lm_losses, to_device
+
+    raw = Tokenizer.from_file(str(TOKENIZER))
+    config = bundled_config(raw, small=True)
+    tok = HPDTokenizer(raw, config)
+    stage = data.Stage((SynthConfig.lines(),), 1, 1e-3, plain_fraction=0.0)
+    batch = to_device(data.batch_of([data.sample(0, stage, config, tok)], config.pad_token_id), "cpu",
+                      tok.special.image_context)
+    batch["pixels"] = batch["pixels"].double()
+    torch.manual_seed(0)
+    model = HPDModel(config).double()
+    init_weights(model)
+    head = glyph_head(config).double()
+
+    def grads(**glyph_args):
+        model.zero_grad(set_to_none=True)
+        head.zero_grad(set_to_none=True)
+        lm_losses(model, batch, **glyph_args)["loss"].backward()
+        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+
+    def same(a, b):
+        return all((x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+                   for x, y in zip(a, b))
+
+    alone = grads()
+    assert same(grads(glyphs=head, glyph_weight=1.0, glyphs_detached=True), alone)
+    assert head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+    assert not same(grads(glyphs=head, glyph_weight=1.0), alone)  # attached, the head's loss moves the model
+
+
 def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

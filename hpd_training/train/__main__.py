@@ -108,9 +108,11 @@ def pointer_layers(layers: int) -> tuple[tuple[int, str], ...]:
 
 def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = None, glyph_weight: float = 0.0,
               pointer_weight: float = 0.0, mtp_weight: float = 0.0, mtp_k: int = 0,
-              hidden=forward_hidden) -> dict[str, torch.Tensor]:
+              hidden=forward_hidden, glyphs_detached: bool = False) -> dict[str, torch.Tensor]:
     """Next-token loss over both branch kinds; with a glyph head, plus `glyph_weight` x the
-    per-cell character loss that teaches the vision tower to see glyphs where they are; plus
+    per-cell character loss that teaches the vision tower to see glyphs where they are (with
+    `glyphs_detached`, the head reads the image rows detached: it learns, the model gets none of its
+    gradient); plus
     `pointer_weight` x the pointer loss (`pointer_losses`); plus `mtp_weight` x the draft head's
     teacher-forced loss on the true text, its gradient reaching the LM too, so that the hidden
     state learns to carry the tokens after the next. `hidden`: forward_hidden, or its
@@ -129,7 +131,7 @@ def lm_losses(model: HPDModel, batch: dict, glyphs: torch.nn.Linear | None = Non
     k = kinds[sel]
     out = {"loss": loss.mean(), "parent": loss[k == 1].mean(), "child": loss[k == 2].mean()}
     if glyphs is not None:
-        logits = glyphs(rows).float().view(-1, GLYPH_CLASSES)
+        logits = glyphs(rows.detach() if glyphs_detached else rows).float().view(-1, GLYPH_CLASSES)
         target = batch["glyphs"].reshape(-1)
         ink, blank = target > 0, target == 0  # neither: UNSEEN (a thumbnail's slots)
         loss = F.cross_entropy(logits, target, reduction="none", ignore_index=UNSEEN)
@@ -254,7 +256,9 @@ def parse_span(text: str) -> tuple[float, float]:
 
 
 def train_stage(model, name: str, seconds: float, args, config, tok, log, first_seed: int,
-                glyphs: torch.nn.Linear | None) -> None:
+                glyphs: torch.nn.Linear | None, glyph_warmup: int = 0) -> int:
+    """Train one stage; its first `glyph_warmup` steps keep the glyph head's gradient out of the
+    model (`lm_losses`' glyphs_detached). Returns the steps it took."""
     mtp = name == "mtp"
     data_stage = args.mtp_data if mtp else name
     params = list(model.lm.mtp.parameters()) if mtp else [p for n, p in model.named_parameters()
@@ -283,7 +287,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
         with torch.autocast(args.device_type, dtype=torch.bfloat16, enabled=args.cuda):
             out = (mtp_losses(model, batch, args.mtp_k) if mtp
                    else lm_losses(model, batch, glyphs, args.glyph_weight, args.pointer_weight, args.mtp_weight,
-                                  args.mtp_k, hidden))
+                                  args.mtp_k, hidden, glyphs_detached=step < glyph_warmup))
         out["loss"].backward()
         distributed.average_gradients(params, args.world)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -298,6 +302,7 @@ def train_stage(model, name: str, seconds: float, args, config, tok, log, first_
                    **{k: round(float(v.detach()), 4) for k, v in out.items()}}
             log(row)
     model.eval()
+    return step
 
 
 def other_pages(pixels: torch.Tensor, pages: int) -> torch.Tensor:
@@ -372,6 +377,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mtp-k", type=int, default=10)
     ap.add_argument("--glyph-weight", type=float, default=0.0,
                     help="weight of the per-cell character loss on the image rows (0: off)")
+    ap.add_argument("--glyph-warmup", type=int, default=100,
+                    help="the first steps of the run in which the glyph head, new in every run (it is not in "
+                         "the checkpoint), learns from detached image rows, so that its random start sends the "
+                         "model no gradient")
     ap.add_argument("--pointer-weight", type=float, default=0.0,
                     help="weight of the guided-attention loss that points heads at the cells being read (0: off)")
     ap.add_argument("--mtp-weight", type=float, default=0.0,
@@ -422,10 +431,12 @@ def main(argv: list[str] | None = None) -> None:
     log({"event": "start", "parameters": sum(p.numel() for p in model.parameters()), "stages": args.stages,
          "device": torch.cuda.get_device_name() if args.cuda else "cpu", "init": str(args.init or ""),
          "world": args.world})
+    glyph_warmup = args.glyph_warmup  # the head's steps left to learn on detached rows, over the run
     for index, item in enumerate(args.stages.split(",")):
         name, seconds = item.split(":")
         first_seed = TRAIN_SEEDS * (1 + index) + args.seed_run * 100_000_000
-        train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs)
+        steps = train_stage(model, name, float(seconds), args, config, tok, log, first_seed, glyphs, glyph_warmup)
+        glyph_warmup = glyph_warmup if name == "mtp" else max(0, glyph_warmup - steps)
         agree = distributed.replicas_agree(replica_parameters(model, glyphs), args.world)
         if args.rank == 0:
             eval_stage = args.stages_by_name[args.mtp_data if name == "mtp" else name]
