@@ -8,7 +8,7 @@
 # run kept only there was lost in session 14 when the machine went cold between calls). GPUS=N
 # trains one model data-parallel on N GPUs (torchrun). WIDEN=DIR first converts the bundled
 # one-tile weights (assets/hpd-tiny, the draft head in .carry/P-MTP) to the tiled layout in DIR
-# (`hpd_training.train.widen`), for `--init DIR/hpd-tiny --init-mtp DIR/P-MTP`.
+# (`hpd_training.train.widen`), for `--init DIR/hpd-tiny` (the draft head in DIR/hpd-tiny/P-MTP).
 set -uo pipefail
 name=$1; stages=$2; shift 2
 if [ ! -e /tmp/site/.unpacked ]; then
@@ -24,5 +24,5 @@ fi
 launch=(python3)
 [ "${GPUS:-1}" -gt 1 ] && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS")
 timeout "${TRAIN_TIMEOUT:-540}" "${launch[@]}" -m hpd_training.train --out "runs/$name" --stages "$stages" "$@" 2>&1 | tee "$OUT/train-$name.log"
-(cd "runs/$name" && tar cf - hpd-tiny P-MTP log.jsonl | split -b 15m - "$OUT/ckpt-$name.tar.part-")
+(cd "runs/$name" && tar cf - hpd-tiny log.jsonl | split -b 15m - "$OUT/ckpt-$name.tar.part-")
 ls -la "$OUT"

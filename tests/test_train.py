@@ -180,9 +180,10 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     assert all(np.isfinite([r[name] for name in losses]).all() for r in steps)
     assert sum("image_test" in r for r in rows) == 2
     assert rows[-1] == {"event": "saved", "stage": "real", "replicas_agree": True}
-    engine = load_engine(str(out / "hpd-tiny"))
+    engine = load_engine(str(out / "hpd-tiny"))  # the draft head inside, as in a bundled model's folder
     assert engine.info.parameters > 0 and engine.config.max_dynamic_patch == TILE_GRID
     assert engine.model.lm.lm_head.weight.dtype == torch.float32
+    assert engine.model.has_mtp and (out / "hpd-tiny" / "P-MTP" / "config.json").is_file()
 
 
 def test_pointer_cells_hold_the_characters_of_their_token():
@@ -354,9 +355,9 @@ def test_two_ranks_train_identical_replicas_and_rank_0_logs_and_saves(tmp_path):
 def test_averaged_runs_hold_the_mean_of_every_tensor_including_the_draft_head(tmp_path):
     runs = [tmp_path / name for name in ("a", "b")]
     for seed, run in enumerate(runs):
-        write_checkpoint(run / "hpd-tiny", seed=seed, mtp_folder=run / "P-MTP")
+        write_checkpoint(run / "hpd-tiny", seed=seed, mtp_folder=run / "hpd-tiny" / "P-MTP")
     average_runs(runs, tmp_path / "mean")
-    a, b, mean = (load_model(r / "hpd-tiny", mtp_folder=r / "P-MTP").state_dict() for r in (*runs, tmp_path / "mean"))
+    a, b, mean = (load_model(r / "hpd-tiny").state_dict() for r in (*runs, tmp_path / "mean"))
     assert any(k.startswith(MTP_PREFIX) for k in mean) and mean.keys() == a.keys()
     for key in mean:  # saved as bfloat16: the mean rounded to it
         assert torch.equal(mean[key], ((a[key] + b[key]) / 2).to(torch.bfloat16).float()), key

@@ -90,9 +90,9 @@ def test_widened_checkpoint_keeps_every_other_tensor_and_prompts_four_tiles(tmp_
             p.copy_(random_like(name, p, gen))
     save_run(old, tmp_path / "old", TOKENIZER)
     main(["--out", str(tmp_path / "new"), "--init", str(tmp_path / "old" / "hpd-tiny"),
-          "--init-mtp", str(tmp_path / "old" / "P-MTP")])
-    before = load_model(tmp_path / "old" / "hpd-tiny", mtp_folder=tmp_path / "old" / "P-MTP")
-    after = load_model(tmp_path / "new" / "hpd-tiny", mtp_folder=tmp_path / "new" / "P-MTP")
+          "--init-mtp", str(tmp_path / "old" / "hpd-tiny" / "P-MTP")])
+    before = load_model(tmp_path / "old" / "hpd-tiny")
+    after = load_model(tmp_path / "new" / "hpd-tiny")
     assert after.config == bundled_config(raw, small=True)
     a, b = before.state_dict(), after.state_dict()
     assert a.keys() == b.keys() and any(k.startswith("language_model.mtp.") for k in b)

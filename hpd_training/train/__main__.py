@@ -1,7 +1,7 @@
 """Train the bundled model: `python -m hpd_training.train --out DIR --stages one:180,few:180,dense:240,mtp:120`.
 
 Stages run for the given seconds each, on fresh synthetic pages (never reused). After each stage
-the weights are written to DIR/hpd-tiny (+ DIR/P-MTP), and the image test and a greedy
+the weights are written to DIR/hpd-tiny (the draft head in DIR/hpd-tiny/P-MTP), and the image test and a greedy
 evaluation on held-out pages are logged to DIR/log.jsonl. Under `torchrun --nproc_per_node=N`
 it trains data-parallel on N GPUs (`distributed`): rank 0 logs, evaluates and saves.
 """
@@ -350,8 +350,9 @@ def real_source(spec: str, data: Path | None) -> PageSource:
 
 
 def save_run(model: HPDModel, out: Path, tokenizer: Path) -> None:
-    """A run folder: the model and a copy of `tokenizer` in `out/hpd-tiny`, the draft head in `out/P-MTP`."""
-    save_model(model, out / "hpd-tiny", mtp_folder=out / "P-MTP")
+    """A run folder: the model, a copy of `tokenizer` and the draft head in `out/hpd-tiny/P-MTP`: a model
+    folder as the bundled hpd-tiny-docs is, which load_engine, hpd-eval and --init take whole."""
+    save_model(model, out / "hpd-tiny", mtp_folder=out / "hpd-tiny" / "P-MTP")
     shutil.copy(tokenizer, out / "hpd-tiny" / "tokenizer.json")
 
 

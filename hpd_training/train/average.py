@@ -1,6 +1,6 @@
 """Average the weights of training runs: `python -m hpd_training.train.average --out runs/r14+r15 runs/r14 runs/r15`.
 
-Each run folder holds `hpd-tiny/` and `P-MTP/` as `python -m hpd_training.train` writes them; the
+Each run folder holds `hpd-tiny/` (its draft head in `hpd-tiny/P-MTP/`) as `python -m hpd_training.train` writes them; the
 output has the same layout, the tokenizer taken from the first run. Meant for the ends of
 consecutive runs of one lineage (each run restarts the learning-rate schedule from the one
 before). Measured in docs/training.md (r14+r15): the mean avoided each run's own failures on
@@ -19,7 +19,7 @@ from hpd_training.train.__main__ import save_run
 
 
 def average_runs(runs: list[Path], out: Path) -> None:
-    models = [load_model(run / "hpd-tiny", mtp_folder=run / "P-MTP") for run in runs]
+    models = [load_model(run / "hpd-tiny") for run in runs]
     states = [m.state_dict() for m in models]
     if any(s.keys() != states[0].keys() for s in states):
         raise ValueError("the runs' models have different tensors: only runs of one architecture average")
@@ -30,7 +30,7 @@ def average_runs(runs: list[Path], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path, help="run folders, each with hpd-tiny/ and P-MTP/")
+    ap.add_argument("runs", nargs="+", type=Path, help="run folders, each with hpd-tiny/ (and hpd-tiny/P-MTP/)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     average_runs(args.runs, args.out)

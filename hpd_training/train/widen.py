@@ -95,7 +95,7 @@ def widen(old: HPDModel) -> HPDModel:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="run folder to write: hpd-tiny/ and P-MTP/")
+    ap.add_argument("--out", type=Path, required=True, help="run folder to write: hpd-tiny/ (its draft head in hpd-tiny/P-MTP/)")
     ap.add_argument("--init", type=Path, default=Path("assets/hpd-tiny"), help="the one-tile checkpoint")
     ap.add_argument("--init-mtp", type=Path, default=Path("P-MTP"), help="its draft head")
     args = ap.parse_args(argv)
