@@ -3,6 +3,7 @@ read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
                            [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused]
+                           [--resident N]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
 pages, so a `Trace` says what each page writes: prompt length, layout-branch length, the
@@ -28,6 +29,7 @@ branch and 15 children of 110 tokens forked evenly along it, tau 4 at k = 6.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -134,21 +136,25 @@ def pool_blocks(engine, blocks: int) -> int:
     """`blocks` (every page's worst case at once); on CUDA at most 70% of the free memory, allocated
     once: growing a pool by doubling needs 3x its size for a moment. The rest holds a round's
     activations and the CUDA graphs' pools: at 90%, 512 pages ran out of memory on the H200 (8 GB
-    of graph pools, 2 GB of scores at ~250 pages). A replay that needs more fails loudly."""
+    of graph pools, 2 GB of scores at ~250 pages). A replay that needs more fails loudly. The free
+    memory is read after handing the allocator's cached blocks back: a previous replay's pool, still
+    cached, cut 512 pages to 64 resident on 2026-12-06 (bench/NOTES.md)."""
     if engine.device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
         block_bytes = kv_token_bytes(engine) * BLOCK_SIZE
         blocks = min(blocks, int(torch.cuda.mem_get_info(engine.device)[0] * 0.7) // block_bytes)
     return blocks
 
 
 def replay(engine, trace: Trace, pages: int, schedule: str, k: int, max_active: int,
-           blocks: int | None = None) -> Measurement:
-    """`blocks`: the KV pool's size (default `pool_blocks`: every page's worst case at once, plus the
-    scratch block, where memory allows)."""
+           resident: int | None = None) -> Measurement:
+    """`resident`: the pages whose worst cases the KV pool holds at once (default: all of them), plus
+    the scratch block, where memory allows (`pool_blocks`); the others wait for room."""
     lm, llm = engine.model.lm, engine.config.llm_config
     need = trace.blocks(BLOCK_SIZE, k)
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
-                    device=engine.device, blocks=blocks or pool_blocks(engine, pages * need + 1))
+                    device=engine.device, blocks=pool_blocks(engine, min(pages, resident or pages) * need + 1))
     capacity = cache.blocks - 1  # less the scratch block
     if need > capacity:
         raise ValueError(f"one page needs {need} KV blocks, the pool holds {capacity}")
@@ -214,6 +220,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=6)
     parser.add_argument("--tau", type=float, default=Trace.tau)
     parser.add_argument("--max-active-branches", type=int, default=64, help="per page (scaled by the pages)")
+    parser.add_argument("--resident", type=int,
+                        help="pages whose worst cases the KV pool holds at once (default: all, as memory allows)")
     parser.add_argument("--bandwidth", type=float, default=0.0, help="GB/s for the floor (default: none)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--eager", action="store_true",
@@ -237,7 +245,7 @@ def main() -> None:
             k = args.k if schedule == "fork-mtp" else 0
             if engine.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            m = replay(engine, trace, pages, schedule, k, args.max_active_branches * pages)
+            m = replay(engine, trace, pages, schedule, k, args.max_active_branches * pages, args.resident)
             per_round = m.decode_seconds / m.rounds
             floor = ((weights * m.rounds + m.keys_read * token_bytes) / m.rounds / args.bandwidth / 1e6
                      if args.bandwidth else float("nan"))

@@ -15,8 +15,9 @@
 #   bash scripts/bench_gpu.sh profile      # the real dimensions: where a graph step's time goes, fused and not
 #   bash scripts/bench_gpu.sh replay       # our replay at the real dimensions, 1 and 64 pages (graphs; pages wait
 #                                          # for room in the KV pool: bench/NOTES.md)
-#   bash scripts/bench_gpu.sh replay-512 [SCHEDULE]  # the same, 512 pages of SCHEDULE (fork-mtp: 205 s; fork;
-#                                          # plain AR at 512 pages, ~3,900 rounds of ~0.4 s, does not fit one call)
+#   bash scripts/bench_gpu.sh replay-512 [SCHEDULE [RESIDENT]]  # the same, 512 pages of SCHEDULE (fork-mtp: 205 s; fork;
+#                                          # plain AR at 512 pages, ~3,900 rounds of ~0.4 s, does not fit one call;
+#                                          # RESIDENT: pages in the KV pool at once, default all that fit)
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
@@ -51,7 +52,7 @@ case "${1:-}" in
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda.log" ;;
   replay-512) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 512 \
-          --schedules "${2:-fork-mtp}" --bandwidth 4800 2>&1 | tee "$OUT/replay-512-cuda.log" ;;
+          --schedules "${2:-fork-mtp}" --bandwidth 4800 ${3:+--resident "$3"} 2>&1 | tee "$OUT/replay-512-cuda.log" ;;
   real-eager) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda-eager.log" ;;

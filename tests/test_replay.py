@@ -29,9 +29,8 @@ def test_replay_writes_the_trace_and_forks_cut_rounds(tmp_path):
 
 def test_pages_wait_for_room_in_a_small_pool_and_still_write_the_trace(tmp_path):
     engine = load_engine(write_checkpoint(tmp_path / "ck", seed=0), dtype=torch.float32)
-    need = TRACE.blocks(16, 3)  # KVCache's block size
     whole = replay(engine, TRACE, pages=5, schedule="fork-mtp", k=3, max_active=640)
-    small = replay(engine, TRACE, pages=5, schedule="fork-mtp", k=3, max_active=640, blocks=2 * need + 1)
+    small = replay(engine, TRACE, pages=5, schedule="fork-mtp", k=3, max_active=640, resident=2)
     assert (whole.peak_pages, small.peak_pages) == (5, 2)
     assert small.tokens == whole.tokens == 5 * TRACE.tokens
     assert small.rounds > whole.rounds  # the pages ran in turns, not all at once
