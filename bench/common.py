@@ -6,6 +6,9 @@ forward reads (weights, a position's KV) for bandwidth floors."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
+import pstats
 import socket
 import subprocess
 import threading
@@ -45,6 +48,22 @@ def sync() -> None:
     """Wait for queued GPU work, so that a wall-clock reading includes it (no-op without CUDA)."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def profiled(device: str, operators: int = 12, functions: int = 15):
+    """Profile the block's host Python (cProfile, functions by own time) and operators (torch
+    profiler, by their own time on the device that ran them: CUDA or CPU), printed when it ends."""
+    host = cProfile.Profile()
+    with torch.profiler.profile() as prof:
+        host.enable()
+        try:
+            yield
+        finally:
+            host.disable()
+    sort = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=operators), flush=True)
+    pstats.Stats(host).sort_stats("tottime").print_stats(functions)
 
 
 @torch.inference_mode()

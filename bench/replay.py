@@ -3,7 +3,7 @@ read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
                            [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused]
-                           [--resident N]
+                           [--resident N] [--profile]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
 pages, so a `Trace` says what each page writes: prompt length, layout-branch length, the
@@ -20,7 +20,9 @@ bandwidth floor (weights + the KV a round reads), and KV blocks in use (GPU: pea
 Pages are admitted as the KV pool has room for their worst case (`Trace.blocks`): on CUDA the
 pool is at most 70% of the free memory, so at the real dimensions 512 pages do not all fit at
 once (bench/NOTES.md) and later pages enter as earlier ones finish, as vLLM's scheduler queues
-them; the report gives the most pages resident at once.
+them; the report gives the most pages resident at once. `--profile` prints, for each replay, its
+operators by device time and its host functions by own time (`bench.common.profiled`); the
+process's first replay also compiles the kernels, so profile a small page count first.
 
 Default trace: the real model's dense page of issue 18: a 1,800-token prompt, a 300-token layout
 branch and 15 children of 110 tokens forked evenly along it, tau 4 at k = 6.
@@ -29,6 +31,7 @@ branch and 15 children of 110 tokens forked evenly along it, tau 4 at k = 6.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import time
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.common import kv_token_bytes, step_reads, sync, weight_bytes
+from bench.common import kv_token_bytes, profiled, step_reads, sync, weight_bytes
 from hpd_core import load_engine
 from hpd_core.kv_cache import BLOCK_SIZE, KVCache
 from hpd_core.speculative import draft
@@ -222,6 +225,8 @@ def main() -> None:
     parser.add_argument("--max-active-branches", type=int, default=64, help="per page (scaled by the pages)")
     parser.add_argument("--resident", type=int,
                         help="pages whose worst cases the KV pool holds at once (default: all, as memory allows)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print each replay's operators by device time and host functions by own time")
     parser.add_argument("--bandwidth", type=float, default=0.0, help="GB/s for the floor (default: none)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--eager", action="store_true",
@@ -245,7 +250,8 @@ def main() -> None:
             k = args.k if schedule == "fork-mtp" else 0
             if engine.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            m = replay(engine, trace, pages, schedule, k, args.max_active_branches * pages, args.resident)
+            with profiled(str(engine.device)) if args.profile else contextlib.nullcontext():
+                m = replay(engine, trace, pages, schedule, k, args.max_active_branches * pages, args.resident)
             per_round = m.decode_seconds / m.rounds
             floor = ((weights * m.rounds + m.keys_read * token_bytes) / m.rounds / args.bandwidth / 1e6
                      if args.bandwidth else float("nan"))

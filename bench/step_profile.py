@@ -16,14 +16,12 @@ functions by own time) and the torch profiler.
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import time
 
 import torch
 from PIL import Image
 
-from bench.common import forked_rows, sync
+from bench.common import forked_rows, profiled, sync
 from hpd_core import ParseOptions, load_engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.speculative import step
@@ -64,19 +62,9 @@ def main() -> None:
                 one_step()
             sync()
             print(f"batch {batch}: {(time.perf_counter() - start) * 100:.2f} ms per step", flush=True)
-            host = cProfile.Profile()
-            with torch.profiler.profile() as prof:
-                host.enable()
+            with profiled(args.device, operators=10, functions=12):
                 for _ in range(3):
                     one_step()
-                host.disable()
-        print(prof.key_averages().table(sort_by=sort_key(args.device), row_limit=10), flush=True)
-        pstats.Stats(host).sort_stats("tottime").print_stats(12)
-
-
-def sort_key(device: str) -> str:
-    """Operators by their own time on the device that ran them."""
-    return "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
 
 
 def profile_engine(engine, args) -> None:
@@ -84,18 +72,13 @@ def profile_engine(engine, args) -> None:
     options = ParseOptions(prompt="plain", use_mtp=False, max_new_tokens=args.tokens)
     for batch in (int(b) for b in args.batches.split(",")):
         engine.parse_batch([page] * batch, options)  # warm-up: the allocator, kernels for these shapes
-        host = cProfile.Profile()
-        with torch.profiler.profile() as prof:
-            host.enable()
+        with profiled(args.device):
             start = time.perf_counter()
             results = engine.parse_batch([page] * batch, options)
             wall = time.perf_counter() - start
-            host.disable()
-        decode = max(r.stats.decode_seconds for r in results)
-        print(f"engine batch {batch}: wall {wall:.2f} s, decode {decode:.2f} s, "
-              f"{decode / args.tokens * 1000:.1f} ms per round", flush=True)
-        pstats.Stats(host).sort_stats("tottime").print_stats(15)
-        print(prof.key_averages().table(sort_by=sort_key(args.device), row_limit=12), flush=True)
+            decode = max(r.stats.decode_seconds for r in results)
+            print(f"engine batch {batch}: wall {wall:.2f} s, decode {decode:.2f} s, "
+                  f"{decode / args.tokens * 1000:.1f} ms per round", flush=True)
 
 
 if __name__ == "__main__":
