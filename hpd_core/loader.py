@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -11,7 +12,7 @@ from hpd_core.allocator import keep_freed_memory
 from hpd_core.checkpoint import load_model
 from hpd_core.engine import Engine
 from hpd_core.graphs import DecodeGraphs, DraftGraphs
-from hpd_core.model.kernels import compiled
+from hpd_core.model.kernels import compiled, fused_attend
 from hpd_core.tokenizer import HPDTokenizer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -64,9 +65,9 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     `cuda_graphs`: on CUDA, decode forwards and a step's drafts run as captured CUDA graphs
     (`hpd_core.graphs`; the same tokens as eager, which is the reference path and the CPU's).
     `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
-    norms (with the residual adds), rotary, softmax and merge run as kernels fused by torch.compile
-    (`hpd_core.model.kernels`; the CPU keeps the eager reference: Inductor's C++ compile there took
-    ~1 minute for the tiny test model). False: the reference path, a matmul per checkpoint tensor.
+    norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and the
+    attention over the cache as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
+    keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model). False: the reference path, a matmul per checkpoint tensor.
     On a CPU the C heap keeps freed memory in the process (`hpd_core.allocator`: 0.3-0.5 s less per
     page on a 2-core VM, for a few hundred MB more resident memory).
     (A server URL is opened by `hpd_tools.backends.open_engine`.)"""
@@ -83,7 +84,7 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
             hpd.lm.model.graphs = DecodeGraphs(capture=True)
             hpd.lm.draft_graphs = DraftGraphs(capture=True)
         if fused:
-            hpd.lm.model.kernels = compiled()
+            hpd.lm.model.kernels = replace(compiled(), attend=fused_attend)
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()

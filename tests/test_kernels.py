@@ -9,7 +9,7 @@ import torch
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.model.kernels import EAGER, compiled, norm, norm_rotate
+from hpd_core.model.kernels import EAGER, compiled, fused_attend, norm, norm_rotate
 from hpd_core.model.language import Rotary
 from tests.test_engine_exactness import page
 from tests.tiny import write_checkpoint
@@ -45,6 +45,27 @@ def test_inductor_compiled_kernels_equal_the_eager_ones(device):
     for name, args in decode_arguments(device=device).items():
         torch.testing.assert_close(getattr(fused, name)(*args), getattr(EAGER, name)(*args), rtol=1e-12, atol=1e-12,
                                    msg=lambda report, name=name: f"{name}: {report}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the memory-efficient kernel is CUDA's (run on the lent H200)")
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@torch.inference_mode()
+def test_fused_attention_gives_the_eager_attention_and_log_sum_exp(dtype, tolerance):
+    """Both masks of a decode forward (a row's own keys: per query; a group's shared prefix: one
+    row of valid keys for every query), 2 kv heads of 64 queries and 48 keys (3 KV blocks), against
+    the eager reference in float64."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(shape, generator=gen, dtype=torch.float64) for shape in ((3, 2, 64, 64), (3, 2, 48, 64),
+                                                                                   (3, 2, 48, 64)))
+    own = torch.rand((3, 1, 64, 48), generator=gen) < 0.5
+    own[..., 0] = True
+    prefix = torch.arange(48) < torch.tensor([48, 40, 1])[:, None]
+    for mask in (own, prefix[:, None, None, :]):
+        expected = EAGER.attend(q, k, v, mask)
+        got = fused_attend(*(t.to("cuda", dtype) for t in (q, k, v)), mask.cuda())
+        for g, e in zip(got, expected):
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double().cpu(), e, rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

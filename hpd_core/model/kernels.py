@@ -2,7 +2,8 @@
 
 `EAGER` is the reference: plain PyTorch, a kernel per op (72.5 of the 84.5 kernels a layer of a
 bf16 decode forward launches; `bench.layer_ops`). `compiled()` is the same functions through
-`torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer).
+`torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer);
+`fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA).
 They read only small activations and keys already gathered from the KV pool: the pool's writes
 and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
 of it). Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels
@@ -52,6 +53,19 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     return (scores - lse).exp() @ v, lse[..., 0]
 
 
+def fused_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`attend` as one memory-efficient attention kernel (CUDA only): the mask becomes an additive
+    bias viewed at every kv head (not copied) and the kernel returns the log-sum-exp, so the
+    [N, kv, n, L] scores, their masked copy and their softmax are never written out. Those took
+    most of a 64-page replay round's device time with the compiled `attend` (bench/NOTES.md).
+    Key lengths are whole KV blocks (multiples of 16), as the kernel's bias alignment needs."""
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+    bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True)[:2]
+    return out, lse[..., :q.shape[2]].to(q.dtype)
+
+
 def merge(out: torch.Tensor, lse: torch.Tensor, shared: torch.Tensor, shared_lse: torch.Tensor,
           group: torch.Tensor, slot: torch.Tensor, alone: torch.Tensor) -> torch.Tensor:
     """Each row's attention over its own keys (out [B, kv, n, D], lse [B, kv, n]) and over its
@@ -89,6 +103,7 @@ EAGER = Kernels(norm, add_norm, norm_rotate, attend, merge, silu_mul)
 def compiled(backend: str = "inductor") -> Kernels:
     """`EAGER`'s functions compiled, each a whole graph (a graph break fails loudly), with dynamic
     shapes; backend "eager" runs Dynamo's traced graphs without compiling them (the CPU tests).
+    The engine on CUDA replaces `attend` by `fused_attend` (`hpd_core.loader`).
     The recompile limit is far above the few graphs a decoder needs, since with `fullgraph`
     reaching it is an error. Not mode="reduce-overhead": the decoder captures its own CUDA graphs
     (graphs.py)."""
