@@ -206,7 +206,7 @@ class Decoder(nn.Module):
     """`language_model.model`: embeddings, layers, final norm. With `graphs` (graphs.py), decode
     forwards over a cache (q <= its `max_q`) run as captured CUDA graphs (or their padded
     eager twin on the CPU). `kernels`: the layers' norms, rotary, softmax and merge, eager
-    (the reference) or compiled (`hpd_core.model.kernels`)."""
+    (the reference) or fused (`hpd_core.model.kernels`: compiled, and on CUDA one attention kernel)."""
 
     def __init__(self, cfg: LLMConfig):
         super().__init__()
