@@ -67,7 +67,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
     norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and the
     attention over the cache as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
-    keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model). False: the reference path, a matmul per checkpoint tensor.
+    keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model).
+    False: the reference path, a matmul per checkpoint tensor.
     On a CPU the C heap keeps freed memory in the process (`hpd_core.allocator`: 0.3-0.5 s less per
     page on a 2-core VM, for a few hundred MB more resident memory).
     (A server URL is opened by `hpd_tools.backends.open_engine`.)"""

@@ -47,7 +47,8 @@ def test_inductor_compiled_kernels_equal_the_eager_ones(device):
                                    msg=lambda report, name=name: f"{name}: {report}")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="the memory-efficient kernel is CUDA's (run on the lent H200)")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="the memory-efficient kernel is CUDA's (run on the lent H200)")
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 @torch.inference_mode()
 def test_fused_attention_gives_the_eager_attention_and_log_sum_exp(dtype, tolerance):
