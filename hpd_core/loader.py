@@ -12,7 +12,7 @@ from hpd_core.allocator import keep_freed_memory
 from hpd_core.checkpoint import load_model
 from hpd_core.engine import Engine
 from hpd_core.graphs import DecodeGraphs, DraftGraphs
-from hpd_core.model.kernels import compiled, fused_attend
+from hpd_core.model.kernels import compiled, fused_when_wide
 from hpd_core.tokenizer import HPDTokenizer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
             hpd.lm.model.graphs = DecodeGraphs(capture=True)
             hpd.lm.draft_graphs = DraftGraphs(capture=True)
         if fused:
-            hpd.lm.model.kernels = replace(compiled(), attend=fused_attend)
+            kernels = compiled()
+            hpd.lm.model.kernels = replace(kernels, attend=fused_when_wide(kernels.attend))
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()

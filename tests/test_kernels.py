@@ -9,7 +9,7 @@ import torch
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.model.kernels import EAGER, compiled, fused_attend, norm, norm_rotate
+from hpd_core.model.kernels import EAGER, additive_bias, compiled, fused_attend, fused_when_wide, norm, norm_rotate
 from hpd_core.model.language import Rotary
 from tests.test_engine_exactness import page
 from tests.tiny import write_checkpoint
@@ -29,7 +29,7 @@ def decode_arguments(dtype=torch.float64, device: str = "cpu") -> dict[str, tupl
     args = {"norm": (rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
             "add_norm": (rand(3, 2, 64), rand(3, 2, 64), 1 + 0.1 * rand(64), 1e-6),
             "norm_rotate": (rand(3, 2, 4, 16), 1 + 0.1 * rand(16), 1e-6, cos, sin),
-            "attend": (rand(3, 2, 4, 16), rand(3, 2, 8, 16), rand(3, 2, 8, 16), mask),
+            "attend": (rand(3, 2, 4, 16), rand(3, 2, 8, 16), rand(3, 2, 8, 16), additive_bias(mask, dtype)),
             "merge": (rand(3, 2, 4, 16), rand(3, 2, 4), rand(2, 2, 8, 16), rand(2, 2, 8), torch.tensor([0, 1, 0]),
                       torch.tensor([0, 0, 1]), torch.tensor([False, False, True])[:, None, None]),
             "silu_mul": (rand(3, 2, 128), rand(3, 2, 128))}
@@ -62,11 +62,30 @@ def test_fused_attention_gives_the_eager_attention_and_log_sum_exp(dtype, tolera
     own[..., 0] = True
     prefix = torch.arange(48) < torch.tensor([48, 40, 1])[:, None]
     for mask in (own, prefix[:, None, None, :]):
-        expected = EAGER.attend(q, k, v, mask)
-        got = fused_attend(*(t.to("cuda", dtype) for t in (q, k, v)), mask.cuda())
+        expected = EAGER.attend(q, k, v, additive_bias(mask, torch.float64))
+        got = fused_attend(*(t.to("cuda", dtype) for t in (q, k, v)), additive_bias(mask.cuda(), dtype))
         for g, e in zip(got, expected):
             assert g.dtype == dtype
             torch.testing.assert_close(g.double().cpu(), e, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="the memory-efficient kernel is CUDA's (run on the lent H200)")
+@torch.inference_mode()
+def test_attention_on_cuda_is_the_eager_one_however_wide():
+    """`fused_when_wide` over one row's 2,048-key prefix (8 blocks of queries: the compiled
+    `attend`) and over 64 groups' (512: the fused kernel), float32, against eager float64."""
+    gen = torch.Generator().manual_seed(1)
+    choose = fused_when_wide(compiled().attend)
+    for groups in (1, 64):
+        q, k, v = (torch.randn(shape, generator=gen, dtype=torch.float64)
+                   for shape in ((groups, 8, 14, 128), (groups, 8, 2048, 128), (groups, 8, 2048, 128)))
+        valid = torch.arange(2048) < torch.randint(1, 2049, (groups, 1), generator=gen)
+        expected = EAGER.attend(q, k, v, additive_bias(valid[:, None, None, :], torch.float64))
+        got = choose(*(t.to("cuda", torch.float32) for t in (q, k, v)),
+                     additive_bias(valid[:, None, None, :].cuda(), torch.float32))
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g.double().cpu(), e, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

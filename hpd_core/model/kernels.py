@@ -3,7 +3,7 @@
 `EAGER` is the reference: plain PyTorch, a kernel per op (72.5 of the 84.5 kernels a layer of a
 bf16 decode forward launches; `bench.layer_ops`). `compiled()` is the same functions through
 `torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer);
-`fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA).
+`fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA; `fused_when_wide`).
 They read only small activations and keys already gathered from the KV pool: the pool's writes
 and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
 of it). Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels
@@ -15,6 +15,7 @@ Norm and rotary compute in at least fp32, as transformers' Qwen3 does."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Callable
 
@@ -45,25 +46,48 @@ def norm_rotate(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Te
     return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax attention and its log-sum-exp: q [N, kv, n, D], k and v [N, kv, L, D], mask
-    (True = may attend) broadcast to [N, kv, n, L] -> out [N, kv, n, D], lse [N, kv, n]."""
-    scores = torch.where(mask, (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5, float("-inf"))
+def additive_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A may-attend mask (True = may attend) as the bias `attend` adds to the scores: 0 where True,
+    -inf elsewhere. x + 0 and x + -inf are exact, so this is the masked softmax to the bit."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention and its log-sum-exp: q [N, kv, n, D], k and v [N, kv, L, D], an additive
+    bias (`additive_bias`) broadcast to [N, kv, n, L] -> out [N, kv, n, D], lse [N, kv, n]."""
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5 + bias
     lse = scores.logsumexp(-1, keepdim=True)
     return (scores - lse).exp() @ v, lse[..., 0]
 
 
-def fused_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+def fused_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`attend` as one memory-efficient attention kernel (CUDA only): the mask becomes an additive
-    bias viewed at every kv head (not copied) and the kernel returns the log-sum-exp, so the
-    [N, kv, n, L] scores, their masked copy and their softmax are never written out. Those took
-    most of a 64-page replay round's device time with the compiled `attend` (bench/NOTES.md).
-    Key lengths are whole KV blocks (multiples of 16), as the kernel's bias alignment needs."""
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+    """`attend` as one memory-efficient attention kernel (CUDA only), the bias viewed at every kv
+    head (not copied); the kernel returns the log-sum-exp, so the [N, kv, n, L] scores and their
+    softmax are never written out. Those took most of a 64-page replay round's device time with the
+    compiled `attend` (bench/NOTES.md). Key lengths are whole KV blocks (multiples of 16), as the
+    kernel's bias alignment needs."""
     bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True)[:2]
     return out, lse[..., :q.shape[2]].to(q.dtype)
+
+
+@functools.cache
+def multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def fused_when_wide(small: Callable) -> Callable:
+    """`attend` on CUDA: `fused_attend` when its blocks of 64 queries at every kv head fill the
+    GPU's multiprocessors, else `small` (the compiled `attend`). The fused kernel walks all of a
+    block's keys in one multiprocessor, so a step of few rows over a 2,000-key prompt ran on 8 of
+    132 (one H100: one row's step 3.7 -> 6.1 ms, 64 rows of one page 5.4 -> 8.4 ms) while the
+    compiled `attend` splits the keys; with many pages the scores it writes out cost more
+    (bench/NOTES.md). A captured graph's shapes are fixed, so each graph keeps its choice."""
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor):
+        blocks = q.shape[0] * q.shape[1] * -(-q.shape[2] // 64)
+        return (fused_attend if blocks >= multiprocessors(q.device) else small)(q, k, v, bias)
+    return attend
 
 
 def merge(out: torch.Tensor, lse: torch.Tensor, shared: torch.Tensor, shared_lse: torch.Tensor,
@@ -103,7 +127,7 @@ EAGER = Kernels(norm, add_norm, norm_rotate, attend, merge, silu_mul)
 def compiled(backend: str = "inductor") -> Kernels:
     """`EAGER`'s functions compiled, each a whole graph (a graph break fails loudly), with dynamic
     shapes; backend "eager" runs Dynamo's traced graphs without compiling them (the CPU tests).
-    The engine on CUDA replaces `attend` by `fused_attend` (`hpd_core.loader`).
+    The engine on CUDA chooses `fused_attend` for wide attention (`fused_when_wide`, `hpd_core.loader`).
     The recompile limit is far above the few graphs a decoder needs, since with `fullgraph`
     reaching it is an error. Not mode="reduce-overhead": the decoder captures its own CUDA graphs
     (graphs.py)."""

@@ -15,7 +15,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hpd_core.config import LLMConfig
 from hpd_core.kv_cache import KVCache, Layout
-from hpd_core.model.kernels import EAGER, Kernels
+from hpd_core.model.kernels import EAGER, Kernels, additive_bias
 
 
 class RMSNorm(nn.Module):
@@ -181,20 +181,23 @@ class PagedForward:
     once per forward (inside a captured graph: from its static layout)."""
     cache: KVCache
     layout: Layout
-    rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] True = may attend ([B, 1, n, S] when G = 0)
-    prefix_mask: torch.Tensor  # [G, 1, 1, P] the group's prefix has that key
+    rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] bias (`additive_bias`; [B, 1, n, S] True = may attend when G = 0)
+    prefix_mask: torch.Tensor  # [G, 1, 1, P] bias: 0 where the group's prefix has that key
     group: torch.Tensor        # [B] each row's group (0 for a row without one)
     alone: torch.Tensor        # [B, 1, 1] True for rows without a shared prefix
 
     @staticmethod
-    def of(cache: KVCache, layout: Layout, queries_per_kv: int) -> PagedForward:
+    def of(cache: KVCache, layout: Layout, queries_per_kv: int, dtype: torch.dtype) -> PagedForward:
+        """The masks as the biases `kernels.attend` adds, made once per forward; a forward without
+        groups keeps a boolean mask for `masked_attention`."""
         b, n = layout.positions.shape
         mask = layout.rest_positions[:, None, :] <= layout.positions[:, :, None]       # [B, n, S]
         if layout.group_rows.shape[0]:  # the queries of a kv head side by side (`paged_attention`)
             mask = mask[:, None, None].expand(-1, -1, queries_per_kv, -1, -1).reshape(b, 1, queries_per_kv * n, -1)
+            mask = additive_bias(mask, dtype)
         else:
             mask = mask[:, None]
-        return PagedForward(cache, layout, mask, layout.prefix_valid[:, None, None, :],
+        return PagedForward(cache, layout, mask, additive_bias(layout.prefix_valid[:, None, None, :], dtype),
                             layout.row_group.clamp(min=0), (layout.row_group < 0)[:, None, None])
 
     def attend(self, layer: int, q, k, v, kernels: Kernels) -> torch.Tensor:
@@ -237,7 +240,7 @@ class Decoder(nn.Module):
     def run_layers(self, embeds, positions, mask, cache: KVCache | None, layout: Layout | None) -> torch.Tensor:
         """The layers and final norm over a planned forward (what a CUDA graph captures)."""
         rope = self.rotary(positions, embeds.dtype)
-        paged = None if cache is None else PagedForward.of(cache, layout, self.queries_per_kv)
+        paged = None if cache is None else PagedForward.of(cache, layout, self.queries_per_kv, embeds.dtype)
         h, delta = embeds, None
         with sdpa_kernel(ATTENTION_BACKENDS):
             for layer in self.layers:
