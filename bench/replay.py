@@ -3,7 +3,7 @@ read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
                            [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused]
-                           [--resident N] [--profile]
+                           [--resident N] [--profile] [--trace page|vllm-fork]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
 pages, so a `Trace` says what each page writes: prompt length, layout-branch length, the
@@ -24,8 +24,11 @@ them; the report gives the most pages resident at once. `--profile` prints, for 
 operators by device time and its host functions by own time (`bench.common.profiled`); the
 process's first replay also compiles the kernels, so profile a small page count first.
 
-Default trace: the real model's dense page of issue 18: a 1,800-token prompt, a 300-token layout
-branch and 15 children of 110 tokens forked evenly along it, tau 4 at k = 6.
+Traces (`--trace`): `page` (the default), the real model's dense page of issue 18: a 1,800-token
+prompt, a 300-token layout branch and 15 children of 110 tokens forked evenly along it, tau 4 at
+k = 6; `vllm-fork`, the fork pattern stock vLLM was measured on (../shared/VLLM_NOTES.md: a
+2,000-token prompt and 16 children of ~110 tokens that share it): the layout branch writes only a
+token per child, so all 16 are forked within 16 rounds.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ class Trace:
     layout: int = 300               # tokens of the layout branch
     children: tuple[int, ...] = (110,) * 15
     tau: float = 4.0                # mean accepted length per step with drafts (1 + accepted drafts)
+
+    @staticmethod
+    def named(name: str, tau: float) -> Trace:
+        return {"page": Trace(tau=tau), "vllm-fork": Trace(2000, 16, (110,) * 16, tau)}[name]
 
     def forks(self) -> list[int]:
         """Layout-branch token counts after which each child forks (evenly spread)."""
@@ -221,6 +228,7 @@ def main() -> None:
     parser.add_argument("--pages", default="1,16,64")
     parser.add_argument("--schedules", default="plain,fork,fork-mtp")
     parser.add_argument("--k", type=int, default=6)
+    parser.add_argument("--trace", choices=["page", "vllm-fork"], default="page", help="what each page writes")
     parser.add_argument("--tau", type=float, default=Trace.tau)
     parser.add_argument("--max-active-branches", type=int, default=64, help="per page (scaled by the pages)")
     parser.add_argument("--resident", type=int,
@@ -238,7 +246,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager,
                          fused=args.fused and not args.eager)
-    trace = Trace(tau=args.tau)
+    trace = Trace.named(args.trace, args.tau)
     weights = weight_bytes(engine)
     token_bytes = kv_token_bytes(engine)
     print(f"{engine.info.name} on {engine.info.device} ({engine.info.dtype}); trace {trace}")

@@ -44,3 +44,14 @@ def test_the_default_pool_holds_every_pages_worst_case_at_once(tmp_path):
     assert 40 * TRACE.blocks(16, 3) > 40 * (TRACE.prompt + TRACE.tokens) // 16 + 64
     m = replay(engine, TRACE, pages=40, schedule="fork-mtp", k=3, max_active=40 * 64)
     assert m.peak_pages == 40 and m.tokens == 40 * TRACE.tokens
+
+
+def test_the_vllm_fork_trace_forks_every_child_within_its_first_rounds(tmp_path):
+    # vLLM's fork pattern has no layout branch to decode: ours writes a token per child, so the
+    # 16 children are all writing after 16 rounds and the page takes ~16 + 110 rounds, not 16 x 110.
+    engine = load_engine(write_checkpoint(tmp_path / "ck", seed=0), dtype=torch.float32)
+    trace = Trace.named("vllm-fork", 4.0)
+    assert (trace.prompt, trace.layout, trace.children) == (2000, 16, (110,) * 16)
+    m = replay(engine, trace, pages=1, schedule="fork", k=0, max_active=64)
+    assert m.tokens == 16 + 16 * 110
+    assert m.rounds <= 16 + 110 + 1
