@@ -77,16 +77,21 @@ def multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+WIDE_SCORES = 1 << 22  # scores [N, kv, n, L] from which writing them out costs more than the fused kernel
+
+
 def fused_when_wide(small: Callable) -> Callable:
     """`attend` on CUDA: `fused_attend` when its blocks of 64 queries at every kv head fill the
-    GPU's multiprocessors, else `small` (the compiled `attend`). The fused kernel walks all of a
-    block's keys in one multiprocessor, so a step of few rows over a 2,000-key prompt ran on 8 of
-    132 (one H100: one row's step 3.7 -> 6.1 ms, 64 rows of one page 5.4 -> 8.4 ms) while the
-    compiled `attend` splits the keys; with many pages the scores it writes out cost more
-    (bench/NOTES.md). A captured graph's shapes are fixed, so each graph keeps its choice."""
+    GPU's multiprocessors and the scores are large, else `small` (the compiled `attend`). The
+    fused kernel walks all of a block's keys in one multiprocessor, so a step of few rows over a
+    2,000-key prompt ran on 8 of 132 (one H100: one row's step 3.7 -> 6.1 ms), and over rows' few
+    own keys it lost to the compiled `attend` too (64 rows 5.4 -> 6.6 ms), while with many pages
+    the scores the compiled `attend` writes out cost more (bench/NOTES.md). A captured graph's
+    shapes are fixed, so each graph keeps its choice."""
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor):
-        blocks = q.shape[0] * q.shape[1] * -(-q.shape[2] // 64)
-        return (fused_attend if blocks >= multiprocessors(q.device) else small)(q, k, v, bias)
+        n, heads, queries, keys = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+        wide = n * heads * -(-queries // 64) >= multiprocessors(q.device) and n * heads * queries * keys >= WIDE_SCORES
+        return (fused_attend if wide else small)(q, k, v, bias)
     return attend
 
 
