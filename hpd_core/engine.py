@@ -11,7 +11,7 @@ Decoding modes (all greedy):
   round for all the page's branches (its shared prefix).
 - P-MTP drafts (`use_mtp`) in every mode; per-row lengths diverge after verification.
 
-The output never depends on the mode, the batch or `max_active_branches`: a child sees only
+The output never depends on the mode, the batch, `max_active_branches` or the pages in flight: a child sees only
 the prompt, its parent's prefix and itself, and every emitted token is a greedy argmax.
 """
 
@@ -91,9 +91,13 @@ class Decoding:
 
 class Engine(Decoding):
     def __init__(self, model: HPDModel, tokenizer: HPDTokenizer, *, name: str = "HPD", path: str = "",
-                 vision_autocast: torch.dtype | None = None):
+                 vision_autocast: torch.dtype | None = None, max_pages_in_flight: int = 0):
         """`vision_autocast`: run the vision tower and projector under autocast to this dtype (the
-        decoder keeps the model's dtype, so every decoding mode still sees the same image rows)."""
+        decoder keeps the model's dtype, so every decoding mode still sees the same image rows).
+        `max_pages_in_flight`: the most pages a batched decode holds at once (0: all it is given);
+        the KV memory of a batch grows with it, not with the batch."""
+        if max_pages_in_flight < 0:
+            raise ValueError(f"max_pages_in_flight must be 0 (all) or more, not {max_pages_in_flight}")
         self.model, self.tokenizer = model, tokenizer
         self.config = model.config
         self.special = tokenizer.special
@@ -101,6 +105,7 @@ class Engine(Decoding):
         self.vision_autocast = vision_autocast
         self.lock = threading.Lock()  # one decode at a time per engine (the model is not re-entrant)
         self.cache: KVCache | None = None
+        self.max_pages_in_flight = max_pages_in_flight
 
     @property
     def device(self) -> torch.device:
@@ -122,25 +127,23 @@ class Engine(Decoding):
     def stream_batch(self, pages: Sequence, options: ParseOptions = ParseOptions(),
                      cancel: threading.Event | None = None) -> Iterator[Event]:
         """Events of decoding `pages` (PIL images or objects with an `.image`) together.
-        Serial fork mode decodes the pages one after another; the other modes batch them."""
+        Serial fork mode decodes the pages one after another; the other modes batch them, at most
+        the engine's `max_pages_in_flight` at once (later pages start as earlier ones finish)."""
         if options.use_mtp and not self.model.has_mtp:
             raise ValueError("use_mtp needs a P-MTP head, and this checkpoint has none")
         images = [as_image(p) for p in pages]
         with self.lock:
             cache = self._new_cache()
-            serial = options.prompt == "fork" and not options.batch_children
-            runs = []
-            for i, image in enumerate(images):
-                if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
-                    yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
-                    continue
-                run = self._start_page(i, image, options, cache)
-                yield self._started(run)
-                if serial:
+            if options.prompt == "fork" and not options.batch_children:
+                for i, image in enumerate(images):
+                    if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
+                        yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                        continue
+                    run = self._start_page(i, image, options, cache)
+                    yield self._started(run)
                     yield from self._decode_serial(run, cache, options, cancel)
-                else:
-                    runs.append(run)
-            yield from self._decode_rounds(runs, cache, options, cancel)  # batched: all started pages together
+            else:
+                yield from self._decode_rounds(images, cache, options, cancel)
 
     # ---- prompt and prefill -----------------------------------------------------------------
 
@@ -272,12 +275,33 @@ class Engine(Decoding):
         cache.free(parent.row)
         yield PageFinished(run.index, self._result(run))
 
-    def _decode_rounds(self, runs: list[PageRun], cache: KVCache, options: ParseOptions,
+    def _decode_rounds(self, images: list[Image.Image], cache: KVCache, options: ParseOptions,
                        cancel: threading.Event | None) -> Iterator[Event]:
-        """Rounds over all live branches of all pages, at most `max_active_branches` per round.
-        Priority: newly forked children, then unfinished branches in order, then the waiting."""
-        runs_by_index = {r.index: r for r in runs}
-        queue = [r.branches[0] for r in runs]
+        """Rounds over all live branches of the pages in flight, at most `max_active_branches` per
+        round. Priority: newly forked children, then unfinished branches in order, then the
+        waiting. A page starts (vision, prefill) when fewer than `max_pages_in_flight` are
+        unfinished, so its layout branch joins the next round: memory holds that many pages."""
+        runs_by_index: dict[int, PageRun] = {}
+        pending = iter(enumerate(images))
+        queue: list[Branch] = []
+        limit = self.max_pages_in_flight or len(images)
+        in_flight = 0
+
+        def admit() -> Iterator[Event]:
+            nonlocal in_flight
+            while in_flight < limit or cancelled(cancel):
+                i, image = next(pending, (None, None))
+                if image is None:
+                    return
+                if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
+                    yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                    continue
+                run = runs_by_index[i] = self._start_page(i, image, options, cache)
+                queue.append(run.branches[0])
+                in_flight += 1
+                yield self._started(run)
+
+        yield from admit()
         while queue:
             if cancelled(cancel):
                 for b in queue:
@@ -297,8 +321,10 @@ class Engine(Decoding):
                     yield self._finish_branch(run, b)
                     cache.free(b.row)
                     if run.live == 0:
+                        in_flight -= 1
                         yield PageFinished(run.index, self._result(run))
-            queue = children + [b for b in active if not b.finished] + waiting
+            queue[:] = children + [b for b in active if not b.finished] + waiting
+            yield from admit()
 
     def _forked(self, run: PageRun, child: Branch) -> BranchForked:
         return BranchForked(run.index, child.id, child.position, child.label, child.bbox, run.elapsed(), run.counts)

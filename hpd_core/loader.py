@@ -56,7 +56,7 @@ def resolve_model(source: str | Path | None) -> tuple[Path, Path | None]:
 
 def load_engine(source: str | Path | None = None, *, device: str | None = None,
                 dtype: torch.dtype | None = None, vision_bf16: bool | None = None,
-                cuda_graphs: bool = True, fused: bool = True) -> Engine:
+                cuda_graphs: bool = True, fused: bool = True, max_pages_in_flight: int = 0) -> Engine:
     """An engine for a checkpoint folder, a bundled model's name (hpd-tiny, hpd-tiny-docs), a hub
     repo id (e.g. PaddlePaddle/HPD-Parsing), or, with None, the bundled hpd-tiny. fp32 on CPU, bf16
     on CUDA unless `dtype` says otherwise.
@@ -65,10 +65,13 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     `cuda_graphs`: on CUDA, decode forwards and a step's drafts run as captured CUDA graphs
     (`hpd_core.graphs`; the same tokens as eager, which is the reference path and the CPU's).
     `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
-    norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and the
+    norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and wide
     attention over the cache as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
     keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model).
     False: the reference path, a matmul per checkpoint tensor.
+    `max_pages_in_flight`: the most pages a batched decode holds at once, later pages starting as
+    earlier ones finish (`Engine`; 0: all it is given). With the real checkpoint on one GPU a page
+    holds ~0.4 GB of KV, so a 512-page batch needs a cap (bench/NOTES.md: 64 on an H100).
     On a CPU the C heap keeps freed memory in the process (`hpd_core.allocator`: 0.3-0.5 s less per
     page on a 2-core VM, for a few hundred MB more resident memory).
     (A server URL is opened by `hpd_tools.backends.open_engine`.)"""
@@ -91,7 +94,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()
     autocast = torch.bfloat16 if vision_bf16 and dtype == torch.float32 else None
-    return Engine(hpd, HPDTokenizer.load(folder, hpd.config), name=name, path=str(folder), vision_autocast=autocast)
+    return Engine(hpd, HPDTokenizer.load(folder, hpd.config), name=name, path=str(folder), vision_autocast=autocast,
+                  max_pages_in_flight=max_pages_in_flight)
 
 
 def cpu_has_bf16() -> bool:

@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="stop drafting where no draft reaches this probability (0: always k drafts)")
     parser.add_argument("--max-new-tokens", type=int, default=8000, help="per branch")
     parser.add_argument("--max-active-branches", type=int, default=64)
+    parser.add_argument("--max-pages-in-flight", type=int, default=0,
+                        help="the most pages a batch holds at once, later ones starting as earlier ones finish "
+                             "(in-process engine; 0: the whole batch)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of every cell (round-robin); each cell reports its fastest")
     parser.add_argument("--out", type=Path, help="output folder (default bench/results/<model>-<device>)")
@@ -397,8 +400,11 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
             ParseOptions(num_speculative_tokens=k)
         if is_url(args.model):
             raise ValueError(f"{args.model} is a server; hpd-bench measures a local engine (a folder or hub id)")
+        if args.max_pages_in_flight and args.backend != "hpd":
+            raise ValueError("--max-pages-in-flight is the in-process engine's (vLLM admits pages by its own KV memory)")
+        in_flight = {"max_pages_in_flight": args.max_pages_in_flight} if args.max_pages_in_flight else {}
         engine = open_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None,
-                             **backend_options(args))
+                             **backend_options(args), **in_flight)
         if not engine.info.mtp:
             raise ValueError(f"{engine.info.name} offers no P-MTP drafts (no head, or a backend without them "
                              "here: docs/serving.md); hpd-bench compares MTP on and off")
@@ -436,7 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "hardware": hardware(device),
             "torch": torch.__version__, "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype})",
             "model_path": info.path, "pages": described, "max_new_tokens": args.max_new_tokens,
-            "max_active_branches": args.max_active_branches, "draft_confidence": args.draft_confidence,
+            "max_active_branches": args.max_active_branches, "max_pages_in_flight": args.max_pages_in_flight,
+            "draft_confidence": args.draft_confidence,
             "repeats": args.repeats}
     out = args.out or RESULTS / safe_name(f"{info.name}-{device}")
     cells, references = run_matrix(engine, pages, args.ks, base, device, args.repeats, log)

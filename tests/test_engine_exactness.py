@@ -11,6 +11,7 @@ from PIL import Image
 
 from hpd_core import ParseOptions, load_engine
 from hpd_core import reference
+from hpd_core.events import PageFinished, PageStarted
 from hpd_core.graphs import DecodeGraphs
 from hpd_core.kv_cache import KVCache
 from hpd_core.model.kernels import EAGER, compiled
@@ -108,6 +109,33 @@ def test_pages_decoded_together_match_pages_decoded_alone(engines, baselines):
     alone = [engine.parse(p, ParseOptions(use_mtp=False, max_new_tokens=BUDGET)) for p in pages]
     together = engine.parse_batch(pages, ParseOptions(use_mtp=True, batch_children=True, max_new_tokens=BUDGET))
     assert [tokens(r) for r in together] == [tokens(r) for r in alone]
+
+
+@pytest.mark.parametrize("prompt", ["fork", "plain"])
+def test_pages_in_flight_are_capped_and_later_pages_give_the_same_tokens(engines, prompt):
+    """Five pages with at most two in flight: a page starts only when fewer than two are
+    unfinished, the KV pool holds fewer blocks than with all five at once, and every page writes
+    the tokens it writes alone."""
+    engine = engines[0]
+    pages = [page(s) for s in range(5)]
+    options = ParseOptions(prompt=prompt, use_mtp=True, batch_children=True, max_new_tokens=BUDGET)
+    alone = [tokens(engine.parse(p, options)) for p in pages]
+    runs = {}
+    for limit in (2, 0):
+        engine.max_pages_in_flight = limit
+        in_flight, most, peak, results = 0, 0, 0, {}
+        for event in engine.stream_batch(pages, options):
+            peak = max(peak, engine.cache.blocks_in_use)
+            if isinstance(event, PageStarted):
+                in_flight += 1
+                most = max(most, in_flight)
+            elif isinstance(event, PageFinished):
+                in_flight -= 1
+                results[event.page] = tokens(event.result)
+        assert in_flight == 0 and [results[i] for i in range(5)] == alone
+        runs[limit] = most, peak
+    assert runs[2][0] == 2 and runs[0][0] == 5
+    assert runs[2][1] < runs[0][1]
 
 
 @pytest.mark.parametrize("use_mtp", [False, True])
