@@ -11,8 +11,9 @@ Decoding modes (all greedy):
   round for all the page's branches (its shared prefix).
 - P-MTP drafts (`use_mtp`) in every mode; per-row lengths diverge after verification.
 
-The output never depends on the mode, the batch, `max_active_branches` or the pages in flight: a child sees only
-the prompt, its parent's prefix and itself, and every emitted token is a greedy argmax.
+The output never depends on the mode, the batch, `max_active_branches` or the pages in flight: a
+child sees only the prompt, its parent's prefix and itself, and every emitted token is a greedy
+argmax.
 """
 
 from __future__ import annotations

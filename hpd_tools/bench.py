@@ -401,7 +401,8 @@ def setup(parser: argparse.ArgumentParser, args) -> tuple:
         if is_url(args.model):
             raise ValueError(f"{args.model} is a server; hpd-bench measures a local engine (a folder or hub id)")
         if args.max_pages_in_flight and args.backend != "hpd":
-            raise ValueError("--max-pages-in-flight is the in-process engine's (vLLM admits pages by its own KV memory)")
+            raise ValueError("--max-pages-in-flight is the in-process engine's "
+                             "(vLLM admits pages by its own KV memory)")
         in_flight = {"max_pages_in_flight": args.max_pages_in_flight} if args.max_pages_in_flight else {}
         engine = open_engine(args.model, device=device, dtype=getattr(torch, args.dtype) if args.dtype else None,
                              **backend_options(args), **in_flight)
@@ -443,8 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "torch": torch.__version__, "model": f"{info.name} ({info.parameters:,} parameters, {info.dtype})",
             "model_path": info.path, "pages": described, "max_new_tokens": args.max_new_tokens,
             "max_active_branches": args.max_active_branches, "max_pages_in_flight": args.max_pages_in_flight,
-            "draft_confidence": args.draft_confidence,
-            "repeats": args.repeats}
+            "draft_confidence": args.draft_confidence, "repeats": args.repeats}
     out = args.out or RESULTS / safe_name(f"{info.name}-{device}")
     cells, references = run_matrix(engine, pages, args.ks, base, device, args.repeats, log)
     same = references["fork-serial"] == references["fork-batched"]

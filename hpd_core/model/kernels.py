@@ -90,7 +90,8 @@ def fused_when_wide(small: Callable) -> Callable:
     shapes are fixed, so each graph keeps its choice."""
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor):
         n, heads, queries, keys = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-        wide = n * heads * -(-queries // 64) >= multiprocessors(q.device) and n * heads * queries * keys >= WIDE_SCORES
+        blocks, scores = n * heads * -(-queries // 64), n * heads * queries * keys
+        wide = blocks >= multiprocessors(q.device) and scores >= WIDE_SCORES
         return (fused_attend if wide else small)(q, k, v, bias)
     return attend
 

@@ -181,7 +181,7 @@ class PagedForward:
     once per forward (inside a captured graph: from its static layout)."""
     cache: KVCache
     layout: Layout
-    rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] bias (`additive_bias`; [B, 1, n, S] True = may attend when G = 0)
+    rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] bias (`additive_bias`); G = 0: [B, 1, n, S] bool
     prefix_mask: torch.Tensor  # [G, 1, 1, P] bias: 0 where the group's prefix has that key
     group: torch.Tensor        # [B] each row's group (0 for a row without one)
     alone: torch.Tensor        # [B, 1, 1] True for rows without a shared prefix
