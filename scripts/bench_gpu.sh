@@ -18,8 +18,11 @@
 #   bash scripts/bench_gpu.sh replay-512 [SCHEDULE [RESIDENT]]  # the same, 512 pages of SCHEDULE (fork-mtp: 205 s; fork;
 #                                          # plain AR at 512 pages, ~3,900 rounds of ~0.4 s, does not fit one call;
 #                                          # RESIDENT: pages in the KV pool at once, default all that fit)
-#   bash scripts/bench_gpu.sh replay-profile  # where a replay's time goes: 16 pages (compiles the kernels),
-#                                          # then 64 resident, fork-mtp, both profiled (operators, host functions)
+#   bash scripts/bench_gpu.sh replay-profile [SCHEDULE]  # where a replay's time goes: 16 pages (compiles the
+#                                          # kernels), then 64 resident, fork-mtp (or SCHEDULE: plain AR's 90-ms rounds
+#                                          # at 64 pages are 14x vLLM's step), both profiled (operators, host functions)
+#   bash scripts/bench_gpu.sh replay-vllm-fork [RESIDENT]  # 512 pages of vLLM's fork pattern, no drafts (its
+#                                          # 16,100 tokens/s: issue 18), RESIDENT (default 64) in the pool at once
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
@@ -56,14 +59,18 @@ case "${1:-}" in
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 512 \
           --schedules "${2:-fork-mtp}" --bandwidth 4800 ${3:+--resident "$3"} 2>&1 | tee "$OUT/replay-512-cuda.log" ;;
   replay-profile) real
-        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 16,64 --schedules fork-mtp \
-          --bandwidth 4800 --profile 2>&1 | tee "$OUT/replay-profile-cuda.log" ;;
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 16,64 \
+          --schedules "${2:-fork-mtp}" --bandwidth 4800 --profile 2>&1 | tee "$OUT/replay-profile-cuda.log" ;;
+  replay-vllm-fork) real
+        timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 512 --schedules fork \
+          --trace vllm-fork --resident "${2:-64}" --bandwidth 4800 2>&1 | tee "$OUT/replay-vllm-fork-cuda.log" ;;
   real-eager) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda-eager.log" ;;
   vllm-real) real
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
-  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | profile | replay | replay-512 | replay-profile | real-eager | vllm-real" >&2
+  *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | profile | replay | replay-512 | replay-profile" \
+          "| replay-vllm-fork | real-eager | vllm-real" >&2
      exit 2 ;;
 esac
