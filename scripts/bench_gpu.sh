@@ -23,6 +23,8 @@
 #                                          # at 64 pages are 14x vLLM's step), both profiled (operators, host functions)
 #   bash scripts/bench_gpu.sh replay-vllm-fork [RESIDENT]  # 512 pages of vLLM's fork pattern, no drafts (its
 #                                          # 16,100 tokens/s: issue 18), RESIDENT (default 64) in the pool at once
+#   bash scripts/bench_gpu.sh paged        # a Triton kernel reading KV blocks in place vs gather + attention
+#                                          # (bench/paged_kernel.py: checked against eager first, then timed)
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)
@@ -64,6 +66,7 @@ case "${1:-}" in
   replay-vllm-fork) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 512 --schedules fork \
           --trace vllm-fork --resident "${2:-64}" --bandwidth 4800 2>&1 | tee "$OUT/replay-vllm-fork-cuda.log" ;;
+  paged) timeout 300 python3 -m bench.paged_kernel 2>&1 | tee "$OUT/paged-kernel-cuda.log" ;;
   real-eager) real
         timeout 540 python3 -m bench.replay --model /tmp/hpd-real --device cuda --pages 1,64,512 --eager \
           --bandwidth 4800 2>&1 | tee "$OUT/replay-cuda-eager.log" ;;
@@ -71,6 +74,6 @@ case "${1:-}" in
              timeout 540 python3 -m bench.vllm_replay --model /tmp/hpd-real --pages 1,64,512 --schedules plain,fork \
                >"$OUT/replay-vllm.log" 2>&1; grep '^|' "$OUT/replay-vllm.log" ;;
   *) echo "usage: $0 hpd | vllm | vllm-eager | graphs | real | profile | replay | replay-512 | replay-profile" \
-          "| replay-vllm-fork | real-eager | vllm-real" >&2
+          "| replay-vllm-fork | paged | real-eager | vllm-real" >&2
      exit 2 ;;
 esac
