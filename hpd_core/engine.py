@@ -137,8 +137,8 @@ class Engine(Decoding):
             cache = self._new_cache()
             if options.prompt == "fork" and not options.batch_children:
                 for i, image in enumerate(images):
-                    if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
-                        yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                    if cancelled(cancel):
+                        yield unstarted(i, image)
                         continue
                     run = self._start_page(i, image, options, cache)
                     yield self._started(run)
@@ -294,8 +294,8 @@ class Engine(Decoding):
                 i, image = next(pending, (None, None))
                 if image is None:
                     return
-                if cancelled(cancel):  # pages not started yet still get a (cancelled, empty) result
-                    yield PageFinished(i, ParseResult("", [], "", Stats(), image.size, cancelled=True))
+                if cancelled(cancel):
+                    yield unstarted(i, image)
                     continue
                 run = runs_by_index[i] = self._start_page(i, image, options, cache)
                 queue.append(run.branches[0])
@@ -349,6 +349,11 @@ class Engine(Decoding):
                                      b.text, b.finish_reason) for b in run.branches)
         cancelled_ = any(b.finish_reason == "cancelled" for b in run.branches)
         return ParseResult(text, blocks, to_markdown(blocks), stats, run.image_size, records, cancelled_)
+
+
+def unstarted(index: int, image: Image.Image) -> PageFinished:
+    """A page not started before a cancel: it still gets a (cancelled, empty) result."""
+    return PageFinished(index, ParseResult("", [], "", Stats(), image.size, cancelled=True))
 
 
 def cancelled(cancel: threading.Event | None) -> bool:
