@@ -11,9 +11,10 @@ Steps, each a short function below:
    backgrounds, coloured boxes) >= 8 % of the page wide and 4 % high, <= 60 % of its area,
    whose text lines cover < 30 % of them, not inside a table. Text lines centred in a region
    belong to it: a table's become its cells' text, an image's are not content (figure labels).
-3. The remaining MuPDF blocks, split before each line that starts a list item or changes from
-   heading-size to body text and back, and consecutive list blocks joined; each labelled by
-   `labels.label_of`.
+3. The remaining MuPDF blocks regrouped into the paragraphs the page shows (`paragraphs`: MuPDF
+   starts and ends blocks where nothing shows and joins paragraphs set at one leading), split
+   before each line that starts a list item or changes from heading-size to body text and back,
+   and consecutive list blocks joined; each labelled by `labels.label_of`.
 4. Reading order: the content stream's (TeX writes columns in order), headers first, footers and
    page numbers last; a table at its first line's place, an image before the first block below
    its top that it overlaps horizontally.
@@ -191,6 +192,113 @@ def _merge_boxes(boxes: list[Box]) -> list[Box]:
 
 # ---- blocks ----------------------------------------------------------------------------
 
+def paragraphs(blocks: list[TextBlock]) -> list[TextBlock]:
+    """MuPDF's blocks (in stream order) regrouped as the page shows them, line by line. A line of
+    another MuPDF block joins one of the last OPEN_GROUPS groups when it continues it
+    (`_continues`: MuPDF starts blocks where nothing shows, at a line of other type, say, and
+    interleaves margin notes); a line of the same block stays with the line above unless that one
+    ends a paragraph of prose or is a heading (`_ends`: MuPDF joins paragraphs at the same
+    leading)."""
+    groups: list[list[Line]] = []
+    for block in blocks:
+        for i, line in enumerate(block.lines):
+            if i and not _ends(group, line):
+                group.append(line)
+                continue
+            group = None if i else next((g for g in groups[-OPEN_GROUPS:][::-1] if _continues(g, line)), None)
+            if group is None:
+                group = [line]
+                groups.append(group)
+            else:
+                group.append(line)
+    return [TextBlock(tuple(g), _union(x.bbox for x in g)) for g in groups]
+
+
+OPEN_GROUPS = 3
+
+
+def _rows(group: list[Line]) -> list[list[Line]]:
+    """The group's lines by row (MuPDF cuts a row at a change of font, sometimes)."""
+    rows = [[group[0]]]
+    for line in group[1:]:
+        if abs(_mid(line) - _mid(rows[-1][0])) < 0.3 * _median_size(line):
+            rows[-1].append(line)
+        else:
+            rows.append([line])
+    return rows
+
+
+def _ends(group: list[Line], line: Line) -> bool:
+    """The group's last row ends a paragraph before `line`, which MuPDF put in its block: in prose
+    (two full rows in the group: the widest row alone is always full), `line` leaves the left
+    edge of the rows after the first (an indented paragraph) or follows a row that is not full;
+    `line` starts where the group's first row does, after rows indented under it (the next
+    hanging item); or the row is a short bold heading over text that is not."""
+    rows = _rows(group)
+    size = _median_size(line)
+    if abs(_mid(line) - _mid(rows[-1][0])) < 0.3 * size:
+        return False
+    right = max(x.bbox[2] for x in [*group, line])
+    ends = [max(x.bbox[2] for x in row) for row in rows]
+    prose = sum(_full(end, row[0], right, size) for end, row in zip(ends, rows[1:])) >= 2
+    if prose and abs(line.bbox[0] - rows[1][0].bbox[0]) >= 0.5 * size:
+        return True
+    if len(rows) >= 2 and rows[1][0].bbox[0] - rows[0][0].bbox[0] >= 0.5 * size \
+            and abs(line.bbox[0] - rows[0][0].bbox[0]) <= 1.5:
+        return True  # back out of a hanging indent: the next item
+    if _full(ends[-1], line, right, size):
+        return False
+    return prose or (_bold(rows[-1]) >= 0.8 and _bold([line]) < 0.5)
+
+
+def _bold(lines: list[Line]) -> float:
+    ink = [ch for line in lines for ch in line.ink]
+    return sum(ch.bold for ch in ink) / len(ink)
+
+
+def _continues(group: list[Line], line: Line) -> bool:
+    """`line` (the first of a MuPDF block) continues `group`: on its last row's row, or on the next
+    row at the group's leading and type size, where no paragraph ends (`_ends`), flush with the
+    group's left edge (the second row may start up to three type sizes left or right of the first:
+    a paragraph's indented first line, a hanging item), and flush with the row above or after a
+    full one (`_full`): what MuPDF joins within a block, across its blocks."""
+    rows = _rows(group)
+    last = rows[-1]
+    size = _median_size(line)
+    if abs(_mid(line) - _mid(last[0])) < 0.3 * size:  # the same row
+        return line.bbox[0] >= last[-1].bbox[0]
+    pitch = _mid(line) - _mid(last[0])
+    sizes = (max(ch.size for ch in line.ink), max(ch.size for x in last for ch in x.ink))  # the largest: type mixes
+    if not 0 < pitch <= 1.6 * max(sizes) or abs(sizes[0] - sizes[1]) > 0.15 * max(sizes):
+        return False
+    if len(rows) >= 2:
+        leading = min(_mid(b[0]) - _mid(a[0]) for a, b in zip(rows, rows[1:]))
+        if pitch > 1.2 * leading + 0.5 or abs(line.bbox[0] - rows[1][0].bbox[0]) > 1.5:
+            return False
+    elif abs(line.bbox[0] - last[0].bbox[0]) > 3 * size:
+        return False
+    if _ends(group, line):
+        return False
+    end = max(x.bbox[2] for x in last)
+    flush = abs(line.bbox[0] - last[0].bbox[0]) <= 1.5
+    return flush or _full(end, line, max(end, line.bbox[2], *(x.bbox[2] for x in group)), size)
+
+
+def _full(end: float, line: Line, right: float, size: float) -> bool:
+    """The row above, which ends at `end`, reaches within 4 type sizes of `right`, and the first
+    word of `line` (with a space) would not have fitted after it."""
+    ink = _strip(line.chars)
+    stop = next((i for i, ch in enumerate(ink) if ch.c.isspace()), len(ink))
+    word = ink[stop - 1].x - line.bbox[0] + 0.3 * size if stop else 0.0
+    return end >= right - 4 * size and end + 0.25 * size + word > right - 0.5 * size
+
+
+def _mid(line: Line) -> float:
+    """The line's mid x-height (the median of its characters'), steadier than its box."""
+    ys = sorted(ch.y for ch in line.ink)
+    return ys[len(ys) // 2]
+
+
 def _split(block: TextBlock, body: float) -> list[TextBlock]:
     """Before each line starting a list item after a non-item line (an item's marker stands
     left of the line above, or that line is an item or ends short: not a paragraph's
@@ -219,13 +327,14 @@ def _median_size(line: Line) -> float:
 
 
 def _join_lists(blocks: list[TextBlock], height: float, body: float) -> list[TextBlock]:
-    """Consecutive list blocks (same left edge, gap under 2 body sizes) become one."""
+    """Consecutive list blocks (same left edge, gap under 2 body sizes; line boxes may overlap by one)
+    become one."""
     out: list[TextBlock] = []
     for block in blocks:
         prev = out[-1] if out else None
         if (prev is not None and labels.label_of(prev, height, body) == "list"
                 and labels.label_of(block, height, body) == "list"
-                and abs(prev.bbox[0] - block.bbox[0]) < 2.0 and 0 <= block.bbox[1] - prev.bbox[3] < 2 * body):
+                and abs(prev.bbox[0] - block.bbox[0]) < 2.0 and -body <= block.bbox[1] - prev.bbox[3] < 2 * body):
             out[-1] = TextBlock(prev.lines + block.lines, _union([prev.bbox, block.bbox]))
         else:
             out.append(block)
@@ -248,8 +357,8 @@ def _ordered(flows: list[TextBlock], tables: list, images: list[Box], height: fl
                 pieces.append(hit)
                 placed.add(hit)
         if kept:
-            pieces += _split(TextBlock(tuple(kept), _union(line.bbox for line in kept)), body)
-    pieces = _join_lists_pieces(pieces, height, body)
+            pieces.append(TextBlock(tuple(kept), _union(line.bbox for line in kept)))
+    pieces = _text_runs(pieces, height, body)
     texts = [p for p in pieces if isinstance(p, TextBlock)]
     outer = {id(min(texts, key=lambda b: b.bbox[1])), id(max(texts, key=lambda b: b.bbox[3]))} if texts else set()
     out = [_text_block(p, height, body, id(p) in outer) if isinstance(p, TextBlock)
@@ -292,14 +401,17 @@ def _near(a: Box, b: Box, body: float) -> bool:
     return dy <= body and dx <= 3 * body
 
 
-def _join_lists_pieces(pieces: list, height: float, body: float) -> list:
+def _text_runs(pieces: list, height: float, body: float) -> list:
+    """Each run of text blocks between tables cut into the paragraphs the page shows, then at list
+    items and size changes (`_split`), and consecutive list blocks joined."""
     out: list = []
     run: list[TextBlock] = []
     for p in pieces + [None]:
         if isinstance(p, TextBlock):
             run.append(p)
             continue
-        out += _join_lists(run, height, body)
+        split = [piece for block in paragraphs(run) for piece in _split(block, body)]
+        out += _join_lists(split, height, body)
         run = []
         if p is not None:
             out.append(p)

@@ -29,7 +29,7 @@ _MATH_FONT = re.compile(r"^(CMMI|CMSY|CMEX|CMMIB|CMBSY|MSAM|MSBM|EUFM|EUFB|EUSM|
                         r"txsy|txex|txmi|pxsy|pxex|pxmi|rtxmi|rtxsy|zxlr|zplm|ntxmi|ntxsy|ntxex|"
                         r"LatinModernMath|TeXGyre\w*Math|XITSMath|FiraMath|Asana|Cambria Math)",
                         re.IGNORECASE)
-_BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|CMBX|CMB\d|LinLibertineTB|LinBiolinumTB|"
+_BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|CMBX|CMB\d|CMSSBX|SFBX|LinLibertineTB|LinBiolinumTB|"
                         r"-B$|\.B$|Bd\b|Medi", re.IGNORECASE)
 BOLD_FLAG = 16
 

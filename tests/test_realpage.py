@@ -15,7 +15,7 @@ from hpd_core.grammar import has_content, parse_blocks
 from hpd_training import labels
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.realpage import DPI, real_page
-from hpd_training.textlayer import Char, Line, compose_accents, is_math_font
+from hpd_training.textlayer import Char, Line, compose_accents, is_bold, is_math_font
 
 TTF = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 PROSE = ("Reading order follows the content stream of the page, which is the order in which TeX "
@@ -232,3 +232,9 @@ def test_running_head_with_its_page_number_below_the_top_band_is_a_header():
     page.insert_text((90, 92), "1. A list item at the top of the page", fontsize=11, fontname="tiro")
     paragraph(page, (90, 120, 505, 300), size=11)
     assert [label for label, _ in labelled(page)][0] == "list"
+
+
+@pytest.mark.parametrize("font, bold", [("CMBX10", True), ("CMSSBX10", True), ("SFBX1000", True),
+                                        ("ABCDEF+NimbusSans-Bold", True), ("CMR10", False), ("CMSS10", False)])
+def test_bold_fonts_by_name(font, bold):
+    assert is_bold(font, 0) is bold
