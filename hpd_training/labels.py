@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 
 from hpd_training.textlayer import Char, Line, TextBlock
 
@@ -88,8 +89,8 @@ def math_share(block: TextBlock) -> float:
     return sum(map(is_math, ink)) / len(ink) if ink else 0.0
 
 
-def bold_share(block: TextBlock) -> float:
-    ink = [ch for line in block.lines for ch in line.ink]
+def bold_share(lines: Sequence[Line]) -> float:
+    ink = [ch for line in lines for ch in line.ink]
     return sum(ch.bold for ch in ink) / len(ink) if ink else 0.0
 
 
@@ -108,7 +109,7 @@ def margin_label(block: TextBlock, page_height: float, body: float, outermost: b
     if outermost and number and (near_top or near_bottom):
         return "page_number"
     one_row = max(line.bbox[3] for line in block.lines) - min(line.bbox[3] for line in block.lines) < 1.5
-    if (outermost and one_row and _RUNNING_HEAD.search(text) and bold_share(block) < 0.5
+    if (outermost and one_row and _RUNNING_HEAD.search(text) and bold_share(block.lines) < 0.5
             and (near_top or near_bottom)):
         return "header" if near_top else "footer"
     top, bottom = y1 <= MARGIN_BAND * page_height, y0 >= (1 - MARGIN_BAND) * page_height
@@ -135,6 +136,6 @@ def label_of(block: TextBlock, page_height: float, body: float, outermost: bool 
     words = len(text.split())
     if len(block.lines) <= 4 and words <= 30 and block_size(block) >= TITLE_SCALE * body:
         return "title"
-    if len(block.lines) <= 2 and words <= 15 and bold_share(block) >= 0.8 and not text.endswith("."):
+    if len(block.lines) <= 2 and words <= 15 and bold_share(block.lines) >= 0.8 and not text.endswith("."):
         return "title"
     return "text"

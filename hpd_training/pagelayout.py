@@ -202,7 +202,7 @@ def paragraphs(blocks: list[TextBlock]) -> list[TextBlock]:
     groups: list[list[Line]] = []
     for block in blocks:
         for i, line in enumerate(block.lines):
-            if i and not _ends(group, line):
+            if i and not _ends(_rows(group), line):
                 group.append(line)
                 continue
             group = None if i else next((g for g in groups[-OPEN_GROUPS:][::-1] if _continues(g, line)), None)
@@ -221,24 +221,24 @@ def _rows(group: list[Line]) -> list[list[Line]]:
     """The group's lines by row (MuPDF cuts a row at a change of font, sometimes)."""
     rows = [[group[0]]]
     for line in group[1:]:
-        if abs(_mid(line) - _mid(rows[-1][0])) < 0.3 * _median_size(line):
+        if _one_row(line, rows[-1][0]):
             rows[-1].append(line)
         else:
             rows.append([line])
     return rows
 
 
-def _ends(group: list[Line], line: Line) -> bool:
+def _ends(rows: list[list[Line]], line: Line) -> bool:
     """The group's last row ends a paragraph before `line`, which MuPDF put in its block: in prose
     (two full rows in the group: the widest row alone is always full), `line` leaves the left
     edge of the rows after the first (an indented paragraph) or follows a row that is not full;
     `line` starts where the group's first row does, after rows indented under it (the next
-    hanging item); or the row is a short bold heading over text that is not."""
-    rows = _rows(group)
-    size = _median_size(line)
-    if abs(_mid(line) - _mid(rows[-1][0])) < 0.3 * size:
+    hanging item); or the row is a short bold heading over text that is not. `rows`: the group's
+    (`_rows`)."""
+    if _one_row(line, rows[-1][0]):
         return False
-    right = max(x.bbox[2] for x in [*group, line])
+    size = _median_size(line)
+    right = _right(rows, line)
     ends = [max(x.bbox[2] for x in row) for row in rows]
     prose = sum(_full(end, row[0], right, size) for end, row in zip(ends, rows[1:])) >= 2
     if prose and abs(line.bbox[0] - rows[1][0].bbox[0]) >= 0.5 * size:
@@ -248,12 +248,7 @@ def _ends(group: list[Line], line: Line) -> bool:
         return True  # back out of a hanging indent: the next item
     if _full(ends[-1], line, right, size):
         return False
-    return prose or (_bold(rows[-1]) >= 0.8 and _bold([line]) < 0.5)
-
-
-def _bold(lines: list[Line]) -> float:
-    ink = [ch for line in lines for ch in line.ink]
-    return sum(ch.bold for ch in ink) / len(ink)
+    return prose or (labels.bold_share(rows[-1]) >= 0.8 and labels.bold_share([line]) < 0.5)
 
 
 def _continues(group: list[Line], line: Line) -> bool:
@@ -264,9 +259,9 @@ def _continues(group: list[Line], line: Line) -> bool:
     full one (`_full`): what MuPDF joins within a block, across its blocks."""
     rows = _rows(group)
     last = rows[-1]
-    size = _median_size(line)
-    if abs(_mid(line) - _mid(last[0])) < 0.3 * size:  # the same row
+    if _one_row(line, last[0]):
         return line.bbox[0] >= last[-1].bbox[0]
+    size = _median_size(line)
     pitch = _mid(line) - _mid(last[0])
     sizes = (max(ch.size for ch in line.ink), max(ch.size for x in last for ch in x.ink))  # the largest: type mixes
     if not 0 < pitch <= 1.6 * max(sizes) or abs(sizes[0] - sizes[1]) > 0.15 * max(sizes):
@@ -277,11 +272,20 @@ def _continues(group: list[Line], line: Line) -> bool:
             return False
     elif abs(line.bbox[0] - last[0].bbox[0]) > 3 * size:
         return False
-    if _ends(group, line):
+    if _ends(rows, line):
         return False
-    end = max(x.bbox[2] for x in last)
     flush = abs(line.bbox[0] - last[0].bbox[0]) <= 1.5
-    return flush or _full(end, line, max(end, line.bbox[2], *(x.bbox[2] for x in group)), size)
+    return flush or _full(max(x.bbox[2] for x in last), line, _right(rows, line), size)
+
+
+def _one_row(line: Line, other: Line) -> bool:
+    """`line` lies on `other`'s row (mid x-heights within 0.3 of its type size)."""
+    return abs(_mid(line) - _mid(other)) < 0.3 * _median_size(line)
+
+
+def _right(rows: list[list[Line]], line: Line) -> float:
+    """The right edge of the rows and `line`: the column's, as far as they show it."""
+    return max(x.bbox[2] for x in [*(x for row in rows for x in row), line])
 
 
 def _full(end: float, line: Line, right: float, size: float) -> bool:
