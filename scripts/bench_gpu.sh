@@ -24,7 +24,7 @@
 #   bash scripts/bench_gpu.sh replay-vllm-fork [RESIDENT]  # 512 pages of vLLM's fork pattern, no drafts (its
 #                                          # 16,100 tokens/s: issue 18), RESIDENT (default 64) in the pool at once
 #   bash scripts/bench_gpu.sh paged        # a Triton kernel reading KV blocks in place vs gather + attention
-#                                          # (bench/paged_kernel.py: checked against eager first, then timed)
+#                                          # (bench/paged_kernel.py: hpd_core.model.paged, one call at a time)
 #   bash scripts/bench_gpu.sh real-eager   # the same replay without CUDA graphs (the reference path)
 #   bash scripts/bench_gpu.sh vllm-real    # the real dimensions replayed on vLLM, plain and fork (fork-mtp: its own
 #                                          # process, `--schedules fork-mtp`; results/vllm-replay-cuda.md)

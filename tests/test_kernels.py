@@ -2,16 +2,23 @@
 reference (float64; on the CPU Inductor writes C++ kernels, on CUDA Triton ones, which
 tests/test_graphs.py also checks through the engine's tokens); the rotary rewrite is
 transformers' rotate_half to the bit; the engine keeps the eager kernels on the CPU; fused
-projections share the checkpoint's memory and write the reference path's tokens."""
+projections share the checkpoint's memory and write the reference path's tokens; attention that
+reads the KV blocks by key counts (`Kernels.paged`) is attention by masks, and the Triton kernel
+(CUDA) is its PyTorch contract."""
 
 import pytest
 import torch
 from transformers.models.qwen3.modeling_qwen3 import rotate_half
 
+from dataclasses import replace
+
 from hpd_core import ParseOptions, load_engine
+from hpd_core.graphs import DecodeGraphs
 from hpd_core.model.kernels import EAGER, additive_bias, compiled, fused_attend, fused_when_wide, norm, norm_rotate
-from hpd_core.model.language import Rotary
+from hpd_core.model.language import LanguageModel, Rotary
+from tests.test_conformance import VOCAB, ours_config, random_model
 from tests.test_engine_exactness import page
+from tests.test_graphs import pages_with_children
 from tests.tiny import write_checkpoint
 
 
@@ -122,3 +129,81 @@ def test_fused_projections_are_views_of_one_matrix_and_give_the_reference_tokens
     for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=4)):
         assert ([b.token_ids for b in fused.parse(image, options).branches]
                 == [b.token_ids for b in reference.parse(image, options).branches])
+
+
+def paged_by_counts(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, blocks: torch.Tensor,
+                    limit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`Kernels.paged`'s contract in PyTorch: the rows' blocks gathered, query m of row i attending
+    to the row's first limit[i, m] keys."""
+    n = blocks.shape[0]
+    k, v = (pool[blocks].view(n, -1, *pool.shape[2:]).transpose(1, 2) for pool in (pool_k, pool_v))
+    mask = torch.arange(k.shape[2], device=q.device) < limit[..., None]  # [N, M, L]
+    return EAGER.attend(q, k, v, additive_bias(mask[:, None], q.dtype))
+
+
+@torch.inference_mode()
+def test_attention_by_key_counts_gives_the_hidden_states_of_attention_by_masks():
+    """The decoder reading its rows' blocks by key counts (`PagedForward`'s limits, through the
+    counts' PyTorch contract) against the masks over gathered keys: prompts (no shared prefix),
+    then decode forwards of 1 and 3 positions over two pages with forked children and a row alone,
+    unpadded and padded to graph buckets; the same hidden states and keys (float64)."""
+    lm: LanguageModel = random_model(ours_config(), seed=4).language_model.double()
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return paged_by_counts(*args)
+
+    for q in (1, 3):
+        for graphs in (None, DecodeGraphs(capture=False)):
+            runs = []
+            for kernels in (EAGER, replace(EAGER, paged=counted)):
+                lm.model.kernels, lm.model.graphs = kernels, None
+                cache, rows = pages_with_children(lm, 7)
+                ids = torch.randint(0, VOCAB, (len(rows), q), generator=torch.Generator().manual_seed(q))
+                positions = torch.tensor([[cache.lengths[r] + j for j in range(q)] for r in rows])
+                lm.model.graphs = graphs
+                runs.append((lm.model(lm.embed(ids), positions, cache, rows), cache))
+            lm.model.kernels, lm.model.graphs = EAGER, None
+            (want, by_masks), (got, by_counts) = runs
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(by_counts.k, by_masks.k, rtol=1e-12, atol=1e-12)
+    prompts = [shape for shape in calls if shape[0] == 1]  # each prompt is a forward of one row
+    assert prompts and len(calls) > len(prompts)  # prompts and decode forwards read by counts
+
+
+def test_a_parse_reading_blocks_by_key_counts_writes_the_reference_tokens(tmp_path):
+    engine = load_engine(write_checkpoint(tmp_path, 3), device="cpu", dtype=torch.float64)
+    image = page(1)
+    for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=4)):
+        want = engine.parse(image, options)
+        engine.model.lm.model.kernels = replace(EAGER, paged=paged_by_counts)
+        try:
+            got = engine.parse(image, options)
+        finally:
+            engine.model.lm.model.kernels = EAGER
+        assert [b.token_ids for b in got.branches] == [b.token_ids for b in want.branches]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the paged kernel is Triton's (run on the lent H200)")
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@torch.inference_mode()
+def test_the_paged_kernel_is_its_pytorch_contract(dtype, tolerance):
+    """The Triton kernel against `paged_by_counts` in float64: rows over shuffled blocks of a pool,
+    ragged key counts (from 1 to all of a row's keys), query counts below, at and above one
+    program's 16, head sizes of the bundled model and the real one."""
+    from hpd_core.model.paged import paged_attend
+    gen = torch.Generator().manual_seed(0)
+    for rows, heads, queries, keys, dim in ((1, 2, 3, 40, 64), (3, 2, 17, 100, 64), (5, 8, 14, 300, 128),
+                                            (2, 8, 64, 2000, 128)):
+        blocks = -(-keys // 16)
+        pool_k, pool_v = (torch.randn((rows * blocks + 3, 16, heads, dim), generator=gen, dtype=torch.float64)
+                          for _ in range(2))
+        table = torch.randperm(rows * blocks + 3, generator=gen)[:rows * blocks].view(rows, blocks)
+        limit = torch.randint(1, keys + 1, (rows, queries), generator=gen, dtype=torch.int32)
+        q = torch.randn((rows, heads, queries, dim), generator=gen, dtype=torch.float64)
+        expected = paged_by_counts(q, pool_k, pool_v, table, limit)
+        got = paged_attend(*(t.to("cuda", dtype) for t in (q, pool_k, pool_v)), table.cuda(), limit.cuda())
+        for g, e in zip(got, expected):
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double().cpu(), e, rtol=tolerance, atol=tolerance)

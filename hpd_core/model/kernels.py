@@ -3,9 +3,10 @@
 `EAGER` is the reference: plain PyTorch, a kernel per op (72.5 of the 84.5 kernels a layer of a
 bf16 decode forward launches; `bench.layer_ops`). `compiled()` is the same functions through
 `torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer);
-`fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA; `fused_when_wide`).
-They read only small activations and keys already gathered from the KV pool: the pool's writes
-and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
+`fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA; `fused_when_wide`),
+and `Kernels.paged` attention that reads the KV pool's blocks in place (CUDA: `hpd_core.model.paged`;
+`reads_in_place` says when). The others read only small activations and keys already gathered from
+the KV pool: the pool's writes and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
 of it). Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels
 (Dynamo still specialises a dimension of size 1, a stride pattern, sizes that happen to be
 equal: a few graphs per function); the first call of a shape compiles, which a CUDA graph's
@@ -89,11 +90,29 @@ def fused_when_wide(small: Callable) -> Callable:
     the scores the compiled `attend` writes out cost more (bench/NOTES.md). A captured graph's
     shapes are fixed, so each graph keeps its choice."""
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor):
-        n, heads, queries, keys = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-        blocks, scores = n * heads * -(-queries // 64), n * heads * queries * keys
-        wide = blocks >= multiprocessors(q.device) and scores >= WIDE_SCORES
-        return (fused_attend if wide else small)(q, k, v, bias)
+        return (fused_attend if wide(q, k.shape[2]) else small)(q, k, v, bias)
     return attend
+
+
+def wide(q: torch.Tensor, keys: int) -> bool:
+    """Whether attention of q [N, kv, n, D] over `keys` keys a row is wide (`fused_when_wide`);
+    never on the CPU, which has no fused kernel."""
+    n, heads, queries = q.shape[:3]
+    blocks, scores = n * heads * -(-queries // 64), n * heads * queries * keys
+    return q.is_cuda and blocks >= multiprocessors(q.device) and scores >= WIDE_SCORES
+
+
+PAGED_QUERIES = 64  # queries a row from which the paged kernel may lose to gathering (`reads_in_place`)
+
+
+def reads_in_place(q: torch.Tensor, keys: int) -> bool:
+    """On CUDA, whether attention of q [N, kv, n, D] over `keys` keys a row runs as `Kernels.paged`
+    (the KV blocks read in place) rather than over gathered keys: rows of at most 64 queries (a kv
+    head's queries of a decode or verification round) always, more (a group's shared prefix read by
+    all its rows' queries) unless wide. A paged program reads all of its row's keys for 16 queries,
+    the fused kernel for 64: at 64 pages' prefixes (238 queries a group) in place was 1.4x slower,
+    while rows' own keys at 64 pages ran 3.3x faster and one row's prefix 2.6x (bench/NOTES.md)."""
+    return q.shape[2] <= PAGED_QUERIES or not wide(q, keys)
 
 
 def merge(out: torch.Tensor, lse: torch.Tensor, shared: torch.Tensor, shared_lse: torch.Tensor,
@@ -125,6 +144,7 @@ class Kernels:
     attend: Callable
     merge: Callable
     silu_mul: Callable
+    paged: Callable | None = None  # (q, pool_k, pool_v, blocks, limit) -> (out, lse): `hpd_core.model.paged`
 
 
 EAGER = Kernels(norm, add_norm, norm_rotate, attend, merge, silu_mul)
@@ -139,4 +159,4 @@ def compiled(backend: str = "inductor") -> Kernels:
     (graphs.py)."""
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # torch 2.11 has no kwarg
     return Kernels(*(torch.compile(getattr(EAGER, f.name), backend=backend, dynamic=True, fullgraph=True)
-                     for f in fields(Kernels)))
+                     for f in fields(Kernels) if f.name != "paged"))

@@ -15,7 +15,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hpd_core.config import LLMConfig
 from hpd_core.kv_cache import KVCache, Layout
-from hpd_core.model.kernels import EAGER, Kernels, additive_bias
+from hpd_core.model.kernels import EAGER, Kernels, additive_bias, reads_in_place
 
 
 class RMSNorm(nn.Module):
@@ -110,27 +110,47 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 def paged_attention(q: torch.Tensor, paged: PagedForward, layer: int, kernels: Kernels) -> torch.Tensor:
     """Attention of q [B, heads, n, D] over each row's cached keys at positions <= its own.
 
-    Two parts merged by log-sum-exp: each row's rest (its blocks after its shared prefix, gathered
-    per row) and each group's shared prefix, gathered once and attended by the queries of all the
-    group's rows together, so the prefix is read once per step however many rows hold it. Every
-    prefix key precedes every query of its rows (`KVCache.layout` asserts it): no causal mask.
-    A forward whose rows have no shared prefix (a page's prefill) is one fused SDPA instead: the
-    dense softmax below materialises [B, kv, heads / kv * n, S] (3.5x slower for a 1,779-token
+    Two parts merged by log-sum-exp: each row's rest (its blocks after its shared prefix) and each
+    group's shared prefix, attended by the queries of all the group's rows together, so the prefix
+    is read once per step however many rows hold it. Every prefix key precedes every query of its
+    rows (`KVCache.layout` asserts it): no causal mask. A forward whose rows have no shared prefix
+    (a page's prefill) is one fused SDPA instead, unless its few queries read the blocks in place:
+    the dense softmax below materialises [B, kv, heads / kv * n, S] (3.5x slower for a 1,779-token
     prefill on the 2-core CPU)."""
     b, heads, n, d = q.shape
     cache, layout = paged.cache, paged.layout
     kv = cache.k.shape[3]
-    k, v = cache.gather(layer, layout.rest_blocks)
     groups, members = layout.group_rows.shape
-    if not groups:  # no shared prefix (e.g. a page's prefill): one fused attention, no merge
+    # query head h uses kv head h // (heads / kv) (a copy: made only where it is read)
+    rows_q = q.reshape(b, kv, heads // kv * n, d) if groups or kernels.paged is not None else None
+    if not groups and (rows_q is None or not in_place(kernels, rows_q, layout.rest_blocks, cache)):  # a prefill
+        k, v = cache.gather(layer, layout.rest_blocks)
         return masked_attention(q, k, v, paged.rest_mask)
-    q = q.reshape(b, kv, heads // kv * n, d)  # query head h uses kv head h // (heads / kv)
-    out, lse = kernels.attend(q, k, v, paged.rest_mask)
-    k, v = cache.gather(layer, layout.prefix_blocks)                              # [G, kv, P, D]
-    grouped = q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * q.shape[2], d)
-    shared, shared_lse = kernels.attend(grouped, k, v, paged.prefix_mask)
+    out, lse = read(rows_q, layout.rest_blocks, paged.rest_limit, paged.rest_mask, paged, layer, kernels)
+    if not groups:
+        return out.view(b, heads, n, d)
+    grouped = rows_q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * rows_q.shape[2], d)
+    shared, shared_lse = read(grouped, layout.prefix_blocks, paged.prefix_limit, paged.prefix_mask, paged, layer,
+                              kernels)
     out = kernels.merge(out, lse, shared, shared_lse, paged.group, layout.row_slot, paged.alone)
     return out.view(b, heads, n, d)
+
+
+def in_place(kernels: Kernels, q: torch.Tensor, blocks: torch.Tensor, cache: KVCache) -> bool:
+    """Whether q [N, kv, n, D] reads its rows' blocks [N, b] in place (`kernels.reads_in_place`)."""
+    return kernels.paged is not None and reads_in_place(q, blocks.shape[1] * cache.block_size)
+
+
+def read(q: torch.Tensor, blocks: torch.Tensor, limit: torch.Tensor, bias: torch.Tensor, paged: PagedForward,
+         layer: int, kernels: Kernels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention and log-sum-exp of q [N, kv, M, D] over the blocks [N, b] of its rows, query m of
+    row i over the row's first limit[i, m] keys (the same mask as the additive `bias`): the blocks
+    read in place (`kernels.paged`) or gathered (the reference)."""
+    cache = paged.cache
+    if in_place(kernels, q, blocks, cache):
+        return kernels.paged(q, cache.k[layer], cache.v[layer], blocks, limit)
+    k, v = cache.gather(layer, blocks)
+    return kernels.attend(q, k, v, bias)
 
 
 class MLP(nn.Module):
@@ -183,22 +203,32 @@ class PagedForward:
     layout: Layout
     rest_mask: torch.Tensor    # [B, 1, heads / kv * n, S] bias (`additive_bias`); G = 0: [B, 1, n, S] bool
     prefix_mask: torch.Tensor  # [G, 1, 1, P] bias: 0 where the group's prefix has that key
+    rest_limit: torch.Tensor   # [B, heads / kv * n] int32: the rest keys each query may attend to
+    prefix_limit: torch.Tensor  # [G, R * heads / kv * n] int32: the group's prefix length, every query
     group: torch.Tensor        # [B] each row's group (0 for a row without one)
     alone: torch.Tensor        # [B, 1, 1] True for rows without a shared prefix
 
     @staticmethod
     def of(cache: KVCache, layout: Layout, queries_per_kv: int, dtype: torch.dtype) -> PagedForward:
-        """The masks as the biases `kernels.attend` adds, made once per forward; a forward without
-        groups keeps a boolean mask for `masked_attention`."""
+        """The masks as the biases `kernels.attend` adds and as the key counts `kernels.paged` reads,
+        made once per forward; a forward without groups keeps a boolean mask for `masked_attention`.
+        A row's rest keys are its positions from its first rest position on, so a query at position
+        p may attend to the first p - first + 1 of them."""
         b, n = layout.positions.shape
+        groups, members = layout.group_rows.shape
         mask = layout.rest_positions[:, None, :] <= layout.positions[:, :, None]       # [B, n, S]
-        if layout.group_rows.shape[0]:  # the queries of a kv head side by side (`paged_attention`)
+        limit = layout.positions - layout.rest_positions[:, :1] + 1                     # [B, n]
+        rest_limit = limit[:, None].expand(-1, queries_per_kv, -1).reshape(b, queries_per_kv * n).int()
+        if groups:  # the queries of a kv head side by side (`paged_attention`)
             mask = mask[:, None, None].expand(-1, -1, queries_per_kv, -1, -1).reshape(b, 1, queries_per_kv * n, -1)
             mask = additive_bias(mask, dtype)
         else:
             mask = mask[:, None]
+        prefix_limit = layout.prefix_valid.sum(1, dtype=torch.int32)[:, None].expand(
+            -1, members * queries_per_kv * n).contiguous()
         return PagedForward(cache, layout, mask, additive_bias(layout.prefix_valid[:, None, None, :], dtype),
-                            layout.row_group.clamp(min=0), (layout.row_group < 0)[:, None, None])
+                            rest_limit, prefix_limit, layout.row_group.clamp(min=0),
+                            (layout.row_group < 0)[:, None, None])
 
     def attend(self, layer: int, q, k, v, kernels: Kernels) -> torch.Tensor:
         self.cache.write(layer, self.layout, k, v)

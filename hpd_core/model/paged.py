@@ -1,0 +1,75 @@
+"""Attention that reads the KV pool's blocks in place: a Triton kernel over block tables (CUDA).
+
+The reference reads a row's keys by gathering its blocks into new tensors, then attends
+(`kernels.attend` over `KVCache.gather`); at the real dimensions the gathers cost a quarter of a
+64-page round's device time and write a copy of every key a step reads (bench/NOTES.md). This
+kernel walks the block table instead and reads each key once per 16 queries. It takes no bias:
+query m of row n attends to the row's first `limit[n, m]` keys, which is every mask a decode
+forward has (a row's own keys up to its position; a group's whole shared prefix).
+
+One program per (row, kv head, block of 16 queries): it loads each of the row's blocks from the
+pool [blocks, 16, kv, D] and keeps an online softmax in float32 (products in IEEE float32, no
+TF32, so float32 stays the exact check's dtype). Imported only on CUDA (`hpd_core.loader`):
+Triton is not installed with the CPU wheel.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+QUERIES = 16  # queries a program reads the keys for
+
+
+@triton.jit
+def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, table_width,
+                  sq_n, sq_h, sq_m, sp_b, sp_s, sp_h, so_n, so_h, so_m, sl_n, sl_h,
+                  BLOCK: tl.constexpr, QUERIES: tl.constexpr, D: tl.constexpr):
+    n, h, mb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    m = mb * QUERIES + tl.arange(0, QUERIES)
+    d = tl.arange(0, D)
+    live = m < queries
+    qs = tl.load(q + n * sq_n + h * sq_h + m[:, None] * sq_m + d[None, :], mask=live[:, None], other=0.0)
+    lim = tl.load(limit + n * queries + m, mask=live, other=0)
+    top = tl.full([QUERIES], float("-inf"), tl.float32)
+    total = tl.zeros([QUERIES], tl.float32)
+    acc = tl.zeros([QUERIES, D], tl.float32)
+    s = tl.arange(0, BLOCK)
+    for b in range(0, tl.cdiv(tl.max(lim, 0), BLOCK)):
+        block = tl.load(table + n * table_width + b)
+        where = block * sp_b + s[:, None] * sp_s + h * sp_h + d[None, :]
+        k = tl.load(pool_k + where)
+        v = tl.load(pool_v + where)
+        scores = tl.dot(qs, tl.trans(k), input_precision="ieee") * scale
+        scores = tl.where((b * BLOCK + s)[None, :] < lim[:, None], scores, float("-inf"))
+        new_top = tl.maximum(top, tl.max(scores, 1))
+        safe = tl.where(new_top == float("-inf"), 0.0, new_top)
+        p = tl.exp(scores - safe[:, None])
+        keep = tl.exp(top - safe)
+        total = total * keep + tl.sum(p, 1)
+        acc = acc * keep[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        top = new_top
+    seen = total > 0  # a query with no keys (a limit of 0) has out 0 and lse -inf
+    result = acc / tl.where(seen, total, 1.0)[:, None]
+    tl.store(out + n * so_n + h * so_h + m[:, None] * so_m + d[None, :], result.to(out.dtype.element_ty),
+             mask=live[:, None])
+    log_sum = tl.where(seen, top + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
+    tl.store(lse + n * sl_n + h * sl_h + m, log_sum.to(lse.dtype.element_ty), mask=live)
+
+
+def paged_attend(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, blocks: torch.Tensor,
+                 limit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [N, kv, M, D] (its last dimension contiguous) over the blocks `blocks` [N, B] of one
+    layer's pool [blocks, bs, kv, D]; query m of row n attends to the row's first limit[n, m] keys
+    (int32 [N, M], contiguous) -> out [N, kv, M, D], lse [N, kv, M] in q's dtype, as `kernels.attend`
+    over the gathered blocks with that mask."""
+    n, heads, queries, dim = q.shape
+    assert q.stride(3) == 1 and pool_k.is_contiguous() and pool_v.is_contiguous()
+    assert limit.dtype == torch.int32 and limit.is_contiguous() and limit.shape == (n, queries)
+    out = torch.empty((n, heads, queries, dim), dtype=q.dtype, device=q.device)
+    lse = torch.empty((n, heads, queries), dtype=q.dtype, device=q.device)
+    _paged_attend[(n, heads, triton.cdiv(queries, QUERIES))](
+        q, pool_k, pool_v, blocks, limit, out, lse, dim ** -0.5, queries, blocks.shape[1], *q.stride()[:3],
+        *pool_k.stride()[:3], *out.stride()[:3], *lse.stride()[:2], BLOCK=pool_k.shape[1], QUERIES=QUERIES, D=dim)
+    return out, lse
