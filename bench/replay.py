@@ -2,7 +2,7 @@
 read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
-                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused | --no-paged]
+                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused | --paged]
                            [--resident N] [--profile] [--trace page|vllm-fork]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
@@ -241,17 +241,18 @@ def main() -> None:
                         help="on CUDA, no CUDA graphs and no fused kernels (the reference path)")
     parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
                         help="load_engine's fused kernels (CUDA)")
-    parser.add_argument("--paged", action=argparse.BooleanOptionalAction, default=True,
-                        help="with the fused kernels, decode attention reads the KV blocks in place "
-                             "(hpd_core.model.paged); --no-paged gathers them first")
+    parser.add_argument("--paged", action="store_true",
+                        help="decode attention reads the KV blocks in place (hpd_core.model.paged, CUDA), "
+                             "not over gathered blocks")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager,
                          fused=args.fused and not args.eager)
-    decoder = engine.model.lm.model
-    if not args.paged:
-        decoder.kernels = replace(decoder.kernels, paged=None)
+    if args.paged:
+        from hpd_core.model.paged import paged_attend  # Triton: CUDA only
+        decoder = engine.model.lm.model
+        decoder.kernels = replace(decoder.kernels, paged=paged_attend)
     trace = Trace.named(args.trace, args.tau)
     weights = weight_bytes(engine)
     token_bytes = kv_token_bytes(engine)

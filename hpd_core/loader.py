@@ -65,9 +65,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     `cuda_graphs`: on CUDA, decode forwards and a step's drafts run as captured CUDA graphs
     (`hpd_core.graphs`; the same tokens as eager, which is the reference path and the CPU's).
     `fused`: q, k, v and gate, up run as one matmul each (every device), and on CUDA the decoder's
-    norms (with the residual adds), rotary and merge run as kernels fused by torch.compile, decode
-    attention reads the KV blocks in place (`hpd_core.model.paged`) and wide attention over the
-    cache runs as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
+    norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and wide
+    attention over the cache as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
     keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model).
     False: the reference path, a matmul per checkpoint tensor.
     `max_pages_in_flight`: the most pages a batched decode holds at once, later pages starting as
@@ -89,9 +88,8 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
             hpd.lm.model.graphs = DecodeGraphs(capture=True)
             hpd.lm.draft_graphs = DraftGraphs(capture=True)
         if fused:
-            from hpd_core.model.paged import paged_attend  # Triton: on CUDA only
             kernels = compiled()
-            hpd.lm.model.kernels = replace(kernels, attend=fused_when_wide(kernels.attend), paged=paged_attend)
+            hpd.lm.model.kernels = replace(kernels, attend=fused_when_wide(kernels.attend))
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()

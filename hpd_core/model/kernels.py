@@ -4,13 +4,14 @@
 bf16 decode forward launches; `bench.layer_ops`). `compiled()` is the same functions through
 `torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer);
 `fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA; `fused_when_wide`),
-and `Kernels.paged` attention that reads the KV pool's blocks in place (CUDA: `hpd_core.model.paged`;
-`reads_in_place` says when). The others read only small activations and keys already gathered from
-the KV pool: the pool's writes and gathers stay outside (a compiled graph that mutates the pool risks a functionalization copy
-of it). Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels
-(Dynamo still specialises a dimension of size 1, a stride pattern, sizes that happen to be
-equal: a few graphs per function); the first call of a shape compiles, which a CUDA graph's
-warm-up run does before its capture.
+and `Kernels.paged` attention that reads the KV pool's blocks in place (CUDA:
+`hpd_core.model.paged`, not set by default; `reads_in_place` says where it runs). The others read
+only small activations and keys already gathered from the KV pool: the pool's writes and gathers
+stay outside (a compiled graph that mutates the pool risks a functionalization copy of it).
+Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels (Dynamo still
+specialises a dimension of size 1, a stride pattern, sizes that happen to be equal: a few graphs
+per function); the first call of a shape compiles, which a CUDA graph's warm-up run does before
+its capture.
 
 Norm and rotary compute in at least fp32, as transformers' Qwen3 does."""
 
@@ -106,12 +107,12 @@ PAGED_QUERIES = 64  # queries a row from which the paged kernel may lose to gath
 
 
 def reads_in_place(q: torch.Tensor, keys: int) -> bool:
-    """On CUDA, whether attention of q [N, kv, n, D] over `keys` keys a row runs as `Kernels.paged`
-    (the KV blocks read in place) rather than over gathered keys: rows of at most 64 queries (a kv
-    head's queries of a decode or verification round) always, more (a group's shared prefix read by
-    all its rows' queries) unless wide. A paged program reads all of its row's keys for 16 queries,
-    the fused kernel for 64: at 64 pages' prefixes (238 queries a group) in place was 1.4x slower,
-    while rows' own keys at 64 pages ran 3.3x faster and one row's prefix 2.6x (bench/NOTES.md)."""
+    """Where `Kernels.paged` is set, whether attention of q [N, kv, n, D] over `keys` keys a row
+    reads the KV blocks in place rather than gathered: rows of at most 64 queries (a kv head's
+    queries of a decode or verification round) always, more (a group's shared prefix read by all
+    its rows' queries) unless wide. A paged program reads all of its row's keys for 16 queries, the
+    fused kernel for 64: one call at a time, 64 pages' prefixes (238 queries a group) were 1.4x
+    slower in place, rows' own keys at 64 pages 3.3x faster (bench/NOTES.md)."""
     return q.shape[2] <= PAGED_QUERIES or not wide(q, keys)
 
 

@@ -9,8 +9,14 @@ forward has (a row's own keys up to its position; a group's whole shared prefix)
 
 One program per (row, kv head, block of 16 queries): it loads each of the row's blocks from the
 pool [blocks, 16, kv, D] and keeps an online softmax in float32 (products in IEEE float32, no
-TF32, so float32 stays the exact check's dtype). Imported only on CUDA (`hpd_core.loader`):
-Triton is not installed with the CPU wheel.
+TF32, so float32 stays the exact check's dtype). Triton is not installed with the CPU wheel.
+
+Not the engine's default: inside CUDA graphs it was slower than the gather at the real dimensions
+(one H100: a one-row step 7.21 against 3.99 ms, 64 rows 9.54 against 5.89; bench/NOTES.md), since
+one row's 2,000-key prefix is 8 programs (one a kv head) that each walk 125 blocks in turn, on 8 of
+132 multiprocessors. The benchmarks take it with `--paged` (`bench.replay`) and as the mode
+"graphs+paged" (`bench.real_dims`); it needs the keys split among programs (merged by log-sum-exp)
+before it can win there.
 """
 
 from __future__ import annotations
