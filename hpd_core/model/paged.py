@@ -7,16 +7,18 @@ kernel walks the block table instead and reads each key once per 16 queries. It 
 query m of row n attends to the row's first `limit[n, m]` keys, which is every mask a decode
 forward has (a row's own keys up to its position; a group's whole shared prefix).
 
-One program per (row, kv head, block of 16 queries): it loads each of the row's blocks from the
-pool [blocks, 16, kv, D] and keeps an online softmax in float32 (products in IEEE float32, no
-TF32, so float32 stays the exact check's dtype). Triton is not installed with the CPU wheel.
+One program per (row, kv head, block of 16 queries, split of the row's blocks): it loads each of
+its blocks from the pool [blocks, 16, kv, D] and keeps an online softmax in float32 (products in
+IEEE float32, no TF32, so float32 stays the exact check's dtype); the splits' results merge by
+log-sum-exp. Triton is not installed with the CPU wheel; its interpreter (`TRITON_INTERPRET=1`)
+runs the kernel on the CPU in float32 (its bf16 `tl.dot` is wrong even for a bare product).
 
 Not the engine's default: inside CUDA graphs it was slower than the gather at the real dimensions
 (one H100: a one-row step 7.21 against 3.99 ms, 64 rows 9.54 against 5.89; bench/NOTES.md), since
 one row's 2,000-key prefix is 8 programs (one a kv head) that each walk 125 blocks in turn, on 8 of
-132 multiprocessors. The benchmarks take it with `--paged` (`bench.replay`) and as the mode
-"graphs+paged" (`bench.real_dims`); it needs the keys split among programs (merged by log-sum-exp)
-before it can win there.
+132 multiprocessors. The key splits (`key_splits`) came after that measurement, to spread such a
+row over the GPU; not yet timed. The benchmarks take the kernel with `--paged` (`bench.replay`) and
+as the mode "graphs+paged" (`bench.real_dims`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ QUERIES = 16  # queries a program reads the keys for
 
 
 @triton.jit
-def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, table_width,
-                  sq_n, sq_h, sq_m, sp_b, sp_s, sp_h, so_n, so_h, so_m, sl_n, sl_h,
+def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, table_width, per_split,
+                  sq_n, sq_h, sq_m, sp_b, sp_s, sp_h, so_s, so_n, so_h, so_m, sl_s, sl_n, sl_h,
                   BLOCK: tl.constexpr, QUERIES: tl.constexpr, D: tl.constexpr):
-    n, h, mb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n, h, program = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    query_blocks = tl.cdiv(queries, QUERIES)
+    mb, split = program % query_blocks, program // query_blocks
     m = mb * QUERIES + tl.arange(0, QUERIES)
     d = tl.arange(0, D)
     live = m < queries
@@ -42,7 +46,8 @@ def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, tab
     total = tl.zeros([QUERIES], tl.float32)
     acc = tl.zeros([QUERIES, D], tl.float32)
     s = tl.arange(0, BLOCK)
-    for b in range(0, tl.cdiv(tl.max(lim, 0), BLOCK)):
+    first = split * per_split
+    for b in range(first, tl.minimum(first + per_split, tl.cdiv(tl.max(lim, 0), BLOCK))):
         block = tl.load(table + n * table_width + b)
         where = block * sp_b + s[:, None] * sp_s + h * sp_h + d[None, :]
         k = tl.load(pool_k + where)
@@ -56,26 +61,44 @@ def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, tab
         total = total * keep + tl.sum(p, 1)
         acc = acc * keep[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         top = new_top
-    seen = total > 0  # a query with no keys (a limit of 0) has out 0 and lse -inf
+    seen = total > 0  # a query with no keys in this split has out 0 and lse -inf
     result = acc / tl.where(seen, total, 1.0)[:, None]
-    tl.store(out + n * so_n + h * so_h + m[:, None] * so_m + d[None, :], result.to(out.dtype.element_ty),
-             mask=live[:, None])
+    tl.store(out + split * so_s + n * so_n + h * so_h + m[:, None] * so_m + d[None, :],
+             result.to(out.dtype.element_ty), mask=live[:, None])
     log_sum = tl.where(seen, top + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
-    tl.store(lse + n * sl_n + h * sl_h + m, log_sum.to(lse.dtype.element_ty), mask=live)
+    tl.store(lse + split * sl_s + n * sl_n + h * sl_h + m, log_sum.to(lse.dtype.element_ty), mask=live)
+
+
+def key_splits(programs: int, blocks: int, device: torch.device) -> int:
+    """How many programs share a row's keys: enough that the grid covers the GPU's multiprocessors
+    twice, each split at least 8 blocks (128 keys), at most 16."""
+    from hpd_core.model.kernels import multiprocessors
+    return max(1, min(16, blocks // 8, 2 * multiprocessors(device) // programs))
 
 
 def paged_attend(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, blocks: torch.Tensor,
-                 limit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                 limit: torch.Tensor, splits: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """q [N, kv, M, D] (its last dimension contiguous) over the blocks `blocks` [N, B] of one
     layer's pool [blocks, bs, kv, D]; query m of row n attends to the row's first limit[n, m] keys
-    (int32 [N, M], contiguous) -> out [N, kv, M, D], lse [N, kv, M] in q's dtype, as `kernels.attend`
-    over the gathered blocks with that mask."""
+    (int32 [N, M], contiguous, each at least 1) -> out [N, kv, M, D], lse [N, kv, M] in q's dtype,
+    as `kernels.attend` over the gathered blocks with that mask. `splits` programs share each row's
+    blocks (0: `key_splits`), their partial results (float32) merged by log-sum-exp."""
     n, heads, queries, dim = q.shape
     assert q.stride(3) == 1 and pool_k.is_contiguous() and pool_v.is_contiguous()
     assert limit.dtype == torch.int32 and limit.is_contiguous() and limit.shape == (n, queries)
-    out = torch.empty((n, heads, queries, dim), dtype=q.dtype, device=q.device)
-    lse = torch.empty((n, heads, queries), dtype=q.dtype, device=q.device)
-    _paged_attend[(n, heads, triton.cdiv(queries, QUERIES))](
-        q, pool_k, pool_v, blocks, limit, out, lse, dim ** -0.5, queries, blocks.shape[1], *q.stride()[:3],
-        *pool_k.stride()[:3], *out.stride()[:3], *lse.stride()[:2], BLOCK=pool_k.shape[1], QUERIES=QUERIES, D=dim)
-    return out, lse
+    query_blocks = triton.cdiv(queries, QUERIES)
+    splits = splits or key_splits(n * heads * query_blocks, blocks.shape[1], q.device)
+    partial = torch.float32 if splits > 1 else q.dtype
+    out = torch.empty((splits, n, heads, queries, dim), dtype=partial, device=q.device)
+    lse = torch.empty((splits, n, heads, queries), dtype=partial, device=q.device)
+    _paged_attend[(n, heads, query_blocks * splits)](
+        q, pool_k, pool_v, blocks, limit, out, lse, dim ** -0.5, queries, blocks.shape[1],
+        triton.cdiv(blocks.shape[1], splits), *q.stride()[:3], *pool_k.stride()[:3], *out.stride()[:4],
+        *lse.stride()[:3], BLOCK=pool_k.shape[1], QUERIES=QUERIES, D=dim)
+    if splits == 1:
+        return out[0], lse[0]
+    top = lse.amax(0)                                  # finite: every query has a key in some split
+    weight = torch.exp(lse - top)                      # 0 for a split that saw none of its keys
+    total = weight.sum(0)
+    merged = (weight[..., None] * out).sum(0) / total[..., None]
+    return merged.to(q.dtype), (top + total.log()).to(q.dtype)
