@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from hpd_core.grammar import BBox
+from hpd_core.grammar import BLOCK, BBox, iou, parse_blocks
 from hpd_core.tokenizer import TextStream
 
 
@@ -33,28 +33,34 @@ class Branch:
     drafted: list[bool] = field(default_factory=list)
     text: str = ""
     number_run: int = 0          # characters at the end of `text` that are digits and number punctuation
+    boxes: list[BBox] = field(default_factory=list)  # the boxes of the blocks a forking branch wrote
+    box_repeats: int = 0         # its last blocks in a row whose box repeats an earlier one's
     finish_reason: str | None = None
 
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def accept(self, emitted: list[int], drafted: list[bool], stop: frozenset[int],
-               loop_window: int) -> tuple[list[int], list[bool], list[str]]:
+    def accept(self, emitted: list[int], drafted: list[bool], stop: frozenset[int], loop_window: int,
+               fork: int) -> tuple[list[int], list[bool], list[str]]:
         """Append emitted tokens up to the first stop token or the budget; returns what was kept,
         its draft flags and each kept token's text. Sets `finish_reason` ("stop", "length" or
-        "loop": a repeated n-gram, or a run of numbers longer than NUMBER_RUN x loop_window
-        characters) when the branch ends."""
+        "loop": a repeated n-gram, a run of numbers longer than NUMBER_RUN x loop_window
+        characters, or, in a forking branch, BOX_REPEATS blocks in a row over earlier blocks'
+        boxes) when the branch ends. `fork`: the `<FORK>` token, which ends a block's header."""
         pieces = []
         for token in emitted:
             self.tokens.append(token)
             pieces += self.stream.pieces([token])
             self.number_run = number_run(self.number_run, pieces[-1])
+            if self.can_fork and token == fork:
+                self.count_box_repeat(self.text + "".join(pieces))
             if token in stop:
                 self.finish_reason = "stop"
             elif len(self.tokens) >= self.budget:
                 self.finish_reason = "length"
-            elif loop_window and (is_looping(self.tokens, loop_window) or self.number_run > NUMBER_RUN * loop_window):
+            elif loop_window and (is_looping(self.tokens, loop_window) or self.number_run > NUMBER_RUN * loop_window
+                                  or self.box_repeats >= BOX_REPEATS):
                 self.finish_reason = "loop"
             if self.finished:
                 break
@@ -64,7 +70,22 @@ class Branch:
         return emitted[:kept], drafted[:kept], pieces
 
 
+    def count_box_repeat(self, written: str) -> None:
+        """At a `<FORK>` of a forking branch that has written `written`: the header's box joins
+        `boxes`, and `box_repeats` counts it when it lies over an earlier block's box (IoU >=
+        BOX_REPEAT_IOU), else starts again. The blocks of a page do not overlap, so such repeats are
+        a layout branch going round (a real slide page: 106 blocks for 6, the same few boxes
+        again with a unit or two of jitter, which no repeated n-gram catches)."""
+        header = parse_blocks(written[written.rfind(BLOCK):])
+        box = header[-1].bbox if header else None
+        repeat = box is not None and any(iou(box, earlier) >= BOX_REPEAT_IOU for earlier in self.boxes)
+        self.box_repeats = self.box_repeats + 1 if repeat else 0
+        if box is not None:
+            self.boxes.append(box)
+
+
 NUMBER_RUN = 4  # a number run longer than 4 x loop_window characters (960 by default) is runaway output
+BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/real-pages.md)
 _NUMBER_CHARS = re.compile(r"[\d\s.,:;+\-−/%()\[\]]*")  # what a run of numbers is made of
 
 

@@ -238,7 +238,8 @@ class Engine(Decoding):
             run = runs[b.page]
             b.pending, b.hidden = out.pending[i], out.hidden[i]
             drafted = [False] + [True] * out.accepted[i]
-            kept, flags, pieces = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window)
+            kept, flags, pieces = b.accept(out.emitted[i], drafted, self.special.stop, options.loop_window,
+                                           self.special.fork)
             run.tokens += len(kept)
             yield TokensAppended(run.index, b.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
                                  out.drafts, run.counts.rounds, run.elapsed(), run.counts)

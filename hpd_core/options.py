@@ -33,7 +33,8 @@ class ParseOptions:
     max_new_tokens: int = option(8000, "token budget of each branch", low=1)
     max_page_tokens: int = option(64000, "token budget of all branches of a page together", low=1)
     loop_window: int = option(240, "stop a branch whose last N tokens repeat one n-gram (n <= N/8) or that ends in "
-                                   "over 4N characters of numbers only; 0: off", low=0)
+                                   "over 4N characters of numbers only, and a layout branch that writes 3 blocks in a "
+                                   "row over earlier blocks' boxes; 0: off", low=0)
 
     def __post_init__(self):
         if self.prompt not in PROMPTS:

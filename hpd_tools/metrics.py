@@ -40,7 +40,7 @@ from html.parser import HTMLParser
 from apted import APTED, Config
 from rapidfuzz.distance import LCSseq, Levenshtein
 
-from hpd_core.grammar import BBox, Block, has_content
+from hpd_core.grammar import Block, has_content, iou
 
 IOU_THRESHOLD = 0.5
 TABLE_LABEL = "table"
@@ -58,21 +58,6 @@ def _text(block: Block) -> str:
 
 
 # ---------------------------------------------------------------- matching
-
-def iou(a: BBox | None, b: BBox | None) -> float:
-    """Intersection over union of two boxes; 0 when either is missing or empty."""
-    if a is None or b is None:
-        return 0.0
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    inter = max(w, 0) * max(h, 0)
-    union = _area(a) + _area(b) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def _area(box: BBox) -> int:
-    return max(box[2] - box[0], 0) * max(box[3] - box[1], 0)
-
 
 def match_blocks(pred: Sequence[Block], gt: Sequence[Block],
                  threshold: float = IOU_THRESHOLD) -> list[tuple[int, int]]:

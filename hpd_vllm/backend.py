@@ -300,7 +300,7 @@ class VLLMEngine(Decoding):
         new = list(output.outputs[0].token_ids)
         drafted = [False] if first else [True] * (len(new) - 1) + [False]
         before = len(branch.tokens)
-        kept, flags, pieces = branch.accept(new, drafted, self.special.stop, options.loop_window)
+        kept, flags, pieces = branch.accept(new, drafted, self.special.stop, options.loop_window, self.special.fork)
         run.tokens += len(kept)
         yield TokensAppended(run.index, branch.id, tuple(kept), tuple(flags), tuple(pieces), "".join(pieces),
                              0 if first else options.draft_tokens, run.counts.rounds, run.elapsed(), run.counts)

@@ -163,18 +163,19 @@ def test_the_stream_ends_with_the_page_for_every_kind_of_stop(app_engine):
         assert isinstance(events[-1], PageFinished) and not events[-1].result.cancelled
 
 
-def scripted_branch(engine, budget: int = 100_000):
-    """A content branch fed a script of tokens instead of a model's (Branch.accept is the guard)."""
+def scripted_branch(engine, budget: int = 100_000, can_fork: bool = False):
+    """A content branch (or with `can_fork` a layout branch) fed a script of tokens instead of a
+    model's (Branch.accept is the guard)."""
     from hpd_core.branch import Branch
-    return Branch(page=0, id=1, row=0, pending=0, hidden=torch.zeros(1), budget=budget, can_fork=False,
-                  stream=engine.tokenizer.stream())
+    return Branch(page=0, id=1 - can_fork, row=0, pending=0, hidden=torch.zeros(1), budget=budget,
+                  can_fork=can_fork, stream=engine.tokenizer.stream())
 
 
 def feed(branch, engine, text: str, window: int) -> int:
     """Feed `text` token by token until the branch stops; the number of characters fed."""
     fed = 0
     for token in engine.tokenizer.encode(text):
-        branch.accept([token], [False], engine.special.stop, window)
+        branch.accept([token], [False], engine.special.stop, window, engine.special.fork)
         fed += len(branch.stream.tok.decode([token]))
         if branch.finished:
             break
@@ -189,6 +190,41 @@ def test_a_long_run_of_numbers_that_never_repeats_stops_the_branch(app_engine, s
     fed = feed(branch, app_engine, counting, 64)
     assert branch.finish_reason == "loop" and fed <= NUMBER_RUN * 64 + 8
     assert not is_looping(branch.tokens, 64)  # what stopped it is the number run, not a repeated n-gram
+
+
+def headers(*boxes: str) -> str:
+    return "".join(f"<BLOCK>text [{box}]<FORK>" for box in boxes)
+
+
+def test_a_layout_branch_that_writes_blocks_over_earlier_boxes_in_a_row_is_stopped(app_engine):
+    """A real slide page's runaway: after its blocks the layout branch writes the last box again and
+    again with a unit or two of jitter (no repeated n-gram). The third such block in a row ends it."""
+    from hpd_core.branch import BOX_REPEATS, is_looping
+    page = headers("100,100,900,200", "100,220,900,300", "100,320,900,400")
+    again = headers(*(f"100,{320 + d},900,{400 + d}" for d in (1, 0, 2, 1, 0, 1, 2, 0, 1, 2)))
+    branch = scripted_branch(app_engine, can_fork=True)
+    feed(branch, app_engine, page + again, 240)
+    assert branch.finish_reason == "loop" and len(branch.boxes) == 3 + BOX_REPEATS
+    assert not is_looping(branch.tokens, 240)  # what stopped it is the boxes, not a repeated n-gram
+    off = scripted_branch(app_engine, can_fork=True)
+    feed(off, app_engine, page + again, 0)
+    assert not off.finished and len(off.boxes) == 13  # loop_window 0 turns the guards off
+
+
+def test_blocks_that_touch_or_repeat_a_box_now_and_then_go_on(app_engine):
+    """Neighbouring blocks (IoU well under 0.9), a child's <FORK> (not a layout branch), and
+    repeats that a new box interrupts before the third in a row never stop a branch."""
+    column = headers(*(f"100,{100 + 30 * i},900,{128 + 30 * i}" for i in range(20)))
+    nested = headers("100,100,900,400", "100,100,900,380", "120,120,880,370")  # IoU 0.93, then 0.79 and 0.85
+    interrupted = headers("100,100,900,200", "100,300,900,400", "100,101,900,201", "100,301,900,401",
+                          "100,500,900,600", "100,100,900,200", "100,300,900,400", "100,700,900,800")
+    for script in (column, nested, interrupted):
+        branch = scripted_branch(app_engine, can_fork=True)
+        feed(branch, app_engine, script, 240)
+        assert not branch.finished, script
+    child = scripted_branch(app_engine)
+    feed(child, app_engine, headers(*["100,100,900,200"] * 6), 240)
+    assert not child.finished and child.boxes == []
 
 
 def test_numbers_between_words_or_table_tags_are_no_runaway(app_engine):
