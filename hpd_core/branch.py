@@ -85,7 +85,7 @@ class Branch:
 
 
 NUMBER_RUN = 4  # a number run longer than 4 x loop_window characters (960 by default) is runaway output
-BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/real-pages.md)
+BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/training.md, session 31)
 _NUMBER_CHARS = re.compile(r"[\d\s.,:;+\-−/%()\[\]]*")  # what a run of numbers is made of
 
 
