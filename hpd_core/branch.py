@@ -69,7 +69,6 @@ class Branch:
         self.text += "".join(pieces)
         return emitted[:kept], drafted[:kept], pieces
 
-
     def count_box_repeat(self, written: str) -> None:
         """At a `<FORK>` of a forking branch that has written `written`: the header's box joins
         `boxes`, and `box_repeats` counts it when it lies over an earlier block's box (IoU >=
@@ -85,7 +84,7 @@ class Branch:
 
 
 NUMBER_RUN = 4  # a number run longer than 4 x loop_window characters (960 by default) is runaway output
-BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/training.md, session 31)
+BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/training.md)
 _NUMBER_CHARS = re.compile(r"[\d\s.,:;+\-−/%()\[\]]*")  # what a run of numbers is made of
 
 
