@@ -6,8 +6,9 @@ against what the engine did before it (gather each row's blocks into new tensors
 
 The gathers cost 23% of a 64-page replay round's device time and write a copy of every key a step
 reads (bench/NOTES.md); the kernel walks the block table and reads each key once per 16 queries
-(tests/test_kernels.py checks it against its PyTorch contract in float64). Query m of row n attends to the row's first `limit[n, m]` keys (a prefix: its valid length; a row's own
-keys: its position minus its first own position, plus one).
+(tests/test_kernels.py checks it against its PyTorch contract, `kernels.paged_reference`, in
+float64). Query m of row n attends to the row's first `limit[n, m]` keys (a prefix: its valid
+length; a row's own keys: its position minus its first own position, plus one).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 import torch
 
-from hpd_core.model.kernels import EAGER, additive_bias, compiled, fused_when_wide
+from hpd_core.model.kernels import compiled, fused_when_wide, paged_reference
 from hpd_core.model.paged import paged_attend
 
 
@@ -32,15 +33,6 @@ def case(rows: int, heads: int, queries: int, keys: int, dim: int, device: str, 
     limit = keys - torch.randint(0, min(keys, 40), (rows, queries), generator=gen)
     q = torch.randn((rows, heads, queries, dim), generator=gen).to(device, dtype)
     return q, pool_k, pool_v, table, limit.to(device, torch.int32)
-
-
-def gathered(q, pool_k, pool_v, table, limit, attend=EAGER.attend):
-    """What the engine did before the kernel: gather the blocks, then attention with an additive bias."""
-    n, blocks = table.shape
-    k, v = (pool[table].view(n, blocks * 16, *pool.shape[2:]).transpose(1, 2) for pool in (pool_k, pool_v))
-    keys = torch.arange(blocks * 16, device=q.device)
-    mask = keys[None, None, :] < limit[:, :, None]                    # [N, M, L]
-    return attend(q, k, v, additive_bias(mask[:, None], q.dtype))
 
 
 def timed(fn, repeats: int = 20) -> float:
@@ -62,8 +54,9 @@ def main() -> None:
                                       ("64 pages: prefixes", 64, 238, 1800), ("64 pages: own keys", 1088, 14, 300),
                                       ("plain AR, 64 pages", 64, 2, 3750)):
         args_ = case(rows, 8, queries, keys, 128, "cuda", torch.bfloat16)
-        print(f"| {name} | {rows} | {queries} | {keys} | {timed(lambda: gathered(*args_, attend=now)):.3f} | "
-              f"{timed(lambda: paged_attend(*args_)):.3f} |", flush=True)
+        gather = timed(lambda: paged_reference(*args_, attend=now))
+        print(f"| {name} | {rows} | {queries} | {keys} | {gather:.3f} | {timed(lambda: paged_attend(*args_)):.3f} |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 from hpd_core import ParseOptions, load_engine
 from hpd_core.graphs import DecodeGraphs
-from hpd_core.model.kernels import EAGER, additive_bias, compiled, fused_attend, fused_when_wide, norm, norm_rotate
+from hpd_core.model.kernels import (EAGER, additive_bias, compiled, fused_attend, fused_when_wide, norm, norm_rotate,
+                                    paged_reference)
 from hpd_core.model.language import LanguageModel, Rotary
 from tests.test_conformance import VOCAB, ours_config, random_model
 from tests.test_engine_exactness import page
@@ -133,16 +134,6 @@ def test_fused_projections_are_views_of_one_matrix_and_give_the_reference_tokens
                 == [b.token_ids for b in reference.parse(image, options).branches])
 
 
-def paged_by_counts(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, blocks: torch.Tensor,
-                    limit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`Kernels.paged`'s contract in PyTorch: the rows' blocks gathered, query m of row i attending
-    to the row's first limit[i, m] keys."""
-    n = blocks.shape[0]
-    k, v = (pool[blocks].view(n, -1, *pool.shape[2:]).transpose(1, 2) for pool in (pool_k, pool_v))
-    mask = torch.arange(k.shape[2], device=q.device) < limit[..., None]  # [N, M, L]
-    return EAGER.attend(q, k, v, additive_bias(mask[:, None], q.dtype))
-
-
 @torch.inference_mode()
 def test_attention_by_key_counts_gives_the_hidden_states_of_attention_by_masks():
     """The decoder reading its rows' blocks by key counts (`PagedForward`'s limits, through the
@@ -154,7 +145,7 @@ def test_attention_by_key_counts_gives_the_hidden_states_of_attention_by_masks()
 
     def counted(*args):
         calls.append(args[0].shape)
-        return paged_by_counts(*args)
+        return paged_reference(*args)
 
     for q in (1, 3):
         for graphs in (None, DecodeGraphs(capture=False)):
@@ -179,7 +170,7 @@ def test_a_parse_reading_blocks_by_key_counts_writes_the_reference_tokens(tmp_pa
     image = page(1)
     for options in (ParseOptions(use_mtp=False), ParseOptions(batch_children=True, num_speculative_tokens=4)):
         want = engine.parse(image, options)
-        engine.model.lm.model.kernels = replace(EAGER, paged=paged_by_counts)
+        engine.model.lm.model.kernels = replace(EAGER, paged=paged_reference)
         try:
             got = engine.parse(image, options)
         finally:
@@ -197,7 +188,7 @@ ON_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU 
 @pytest.mark.parametrize("splits", [1, 3, pytest.param(0, marks=ON_CUDA)])
 @torch.inference_mode()
 def test_the_paged_kernel_is_its_pytorch_contract(dtype, tolerance, splits):
-    """The Triton kernel against `paged_by_counts` in float64: rows over shuffled blocks of a pool,
+    """The Triton kernel against `paged_reference` in float64: rows over shuffled blocks of a pool,
     ragged key counts (from 1 to all of a row's keys), query counts below, at and above one
     program's 16, head sizes of the bundled model and the real one, the keys in one program a row,
     split among 3, or split as the GPU's multiprocessors ask (0). The interpreter's bf16 `tl.dot`
@@ -213,7 +204,7 @@ def test_the_paged_kernel_is_its_pytorch_contract(dtype, tolerance, splits):
         table = torch.randperm(rows * blocks + 3, generator=gen)[:rows * blocks].view(rows, blocks)
         limit = torch.randint(1, keys + 1, (rows, queries), generator=gen, dtype=torch.int32)
         q = torch.randn((rows, heads, queries, dim), generator=gen, dtype=torch.float64)
-        expected = paged_by_counts(q, pool_k, pool_v, table, limit)
+        expected = paged_reference(q, pool_k, pool_v, table, limit)
         got = paged_attend(*(t.to(device, dtype) for t in (q, pool_k, pool_v)), table.to(device), limit.to(device),
                            splits=splits)
         for g, e in zip(got, expected):

@@ -62,6 +62,17 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
     return (scores - lse).exp() @ v, lse[..., 0]
 
 
+def paged_reference(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, blocks: torch.Tensor,
+                    limit: torch.Tensor, attend: Callable = attend) -> tuple[torch.Tensor, torch.Tensor]:
+    """`Kernels.paged`'s contract in PyTorch, its reference: the rows' blocks [N, b] of one layer's
+    pool [blocks, bs, kv, D] gathered, query m of row i attending (`attend`) to the row's first
+    limit[i, m] keys -> out [N, kv, M, D], lse [N, kv, M]."""
+    n = blocks.shape[0]
+    k, v = (pool[blocks].view(n, -1, *pool.shape[2:]).transpose(1, 2) for pool in (pool_k, pool_v))
+    mask = torch.arange(k.shape[2], device=q.device) < limit[..., None]  # [N, M, L]
+    return attend(q, k, v, additive_bias(mask[:, None], q.dtype))
+
+
 def fused_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """`attend` as one memory-efficient attention kernel (CUDA only), the bias viewed at every kv
@@ -145,7 +156,7 @@ class Kernels:
     attend: Callable
     merge: Callable
     silu_mul: Callable
-    paged: Callable | None = None  # (q, pool_k, pool_v, blocks, limit) -> (out, lse): `hpd_core.model.paged`
+    paged: Callable | None = None  # `hpd_core.model.paged.paged_attend`; its contract: `paged_reference`
 
 
 EAGER = Kernels(norm, add_norm, norm_rotate, attend, merge, silu_mul)

@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from hpd_core.model.kernels import multiprocessors
+
 QUERIES = 16  # queries a program reads the keys for
 
 
@@ -72,7 +74,6 @@ def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, tab
 def key_splits(programs: int, blocks: int, device: torch.device) -> int:
     """How many programs share a row's keys: enough that the grid covers the GPU's multiprocessors
     twice, each split at least 8 blocks (128 keys), at most 16."""
-    from hpd_core.model.kernels import multiprocessors
     return max(1, min(16, blocks // 8, 2 * multiprocessors(device) // programs))
 
 
