@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from hpd_core.grammar import BLOCK, BBox, iou, parse_blocks
+from hpd_core.grammar import BLOCK, BBox, Block, iou, parse_blocks
 from hpd_core.tokenizer import TextStream
 
 
@@ -33,7 +33,7 @@ class Branch:
     drafted: list[bool] = field(default_factory=list)
     text: str = ""
     number_run: int = 0          # characters at the end of `text` that are digits and number punctuation
-    boxes: list[BBox] = field(default_factory=list)  # the boxes of the blocks a forking branch wrote
+    headers: dict[int, Block] = field(default_factory=dict)  # a forking branch's block headers, by their <FORK>'s index in `tokens`
     box_repeats: int = 0         # its last blocks in a row whose box repeats an earlier one's
     finish_reason: str | None = None
 
@@ -54,7 +54,7 @@ class Branch:
             pieces += self.stream.pieces([token])
             self.number_run = number_run(self.number_run, pieces[-1])
             if self.can_fork and token == fork:
-                self.count_box_repeat(self.text + "".join(pieces))
+                self.read_header(self.text + "".join(pieces))
             if token in stop:
                 self.finish_reason = "stop"
             elif len(self.tokens) >= self.budget:
@@ -69,19 +69,20 @@ class Branch:
         self.text += "".join(pieces)
         return emitted[:kept], drafted[:kept], pieces
 
-    def count_box_repeat(self, written: str) -> None:
-        """At a `<FORK>` of a forking branch that has written `written`: the header's box joins
-        `boxes`, and `box_repeats` counts it when it lies over an earlier block's box (IoU >=
-        BOX_REPEAT_IOU), else starts again. The blocks of a page do not overlap, so such repeats are
-        a layout branch going round (a real slide page: 106 blocks for 6, the same few boxes
-        again with a unit or two of jitter, which no repeated n-gram catches)."""
-        header = parse_blocks(written[written.rfind(BLOCK):])
-        box = header[-1].bbox if header else None
-        repeat = box is not None and any(iou(box, earlier) >= BOX_REPEAT_IOU for earlier in self.boxes)
+    def read_header(self, written: str) -> None:
+        """At a `<FORK>` of a forking branch that has written `written`: the block header it ends
+        (the last block of `written`, if any) joins `headers`, and `box_repeats` counts its box
+        when it lies over an earlier block's box (IoU >= BOX_REPEAT_IOU), else starts again. The
+        blocks of a page do not overlap, so such repeats are a layout branch going round (a real
+        slide page: 106 blocks for 6, the same few boxes again with a unit or two of jitter, which
+        no repeated n-gram catches)."""
+        blocks = parse_blocks(written[max(written.rfind(BLOCK), 0):])
+        box = blocks[-1].bbox if blocks else None
+        repeat = box is not None and any(h.bbox is not None and iou(box, h.bbox) >= BOX_REPEAT_IOU
+                                         for h in self.headers.values())
         self.box_repeats = self.box_repeats + 1 if repeat else 0
-        if box is not None:
-            self.boxes.append(box)
-
+        if blocks:
+            self.headers[len(self.tokens) - 1] = blocks[-1]
 
 NUMBER_RUN = 4  # a number run longer than 4 x loop_window characters (960 by default) is runaway output
 BOX_REPEATS, BOX_REPEAT_IOU = 3, 0.9  # no truth page of the TeX Live evaluation has such a run (docs/training.md)

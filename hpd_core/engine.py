@@ -214,9 +214,9 @@ class Engine(Decoding):
         budget = min(options.max_new_tokens, self.config.llm_config.max_position_embeddings - p - 1)
         child = Branch(page=run.index, id=len(run.branches), row=row, pending=pending, hidden=hidden,
                        budget=max(budget, 1), can_fork=False, stream=self.tokenizer.stream(), position=p)
-        header = parse_blocks(self.tokenizer.decode(run.branches[0].tokens[:p - run.prompt_tokens]))
-        if header:
-            child.label, child.bbox = header[-1].label, header[-1].bbox
+        header = run.branches[0].headers.get(p - run.prompt_tokens)
+        if header is not None:
+            child.label, child.bbox = header.label, header.bbox
         run.branches.append(child)
         run.live += 1
         return child

@@ -10,6 +10,7 @@ from app.examples import FOLDER
 from hpd_training.examples import DPI, PAGES, PDF
 from hpd_core import load_engine
 from hpd_core.documents import load_pages
+from hpd_core.grammar import parse_blocks
 from hpd_tools.metrics import aggregate, evaluate_page, plain_text, word_f1, words
 from hpd_core.options import ParseOptions
 from hpd_training.synth import render_page
@@ -30,15 +31,28 @@ def parsed():
     out = []
     for name, image, truth in examples():
         result = engine.parse(image, ParseOptions(batch_children=True))
-        out.append((name, image, truth, evaluate_page(result.blocks, truth.blocks)))
+        out.append((name, image, truth, evaluate_page(result.blocks, truth.blocks), result))
     return out
 
 
 def test_example_files_are_their_synthetic_pages(parsed):
-    for name, image, truth, _ in parsed:
+    for name, image, truth, _, _ in parsed:
         assert image.size == truth.image.size, name
         diff = np.abs(np.asarray(image, np.int16) - np.asarray(truth.image, np.int16))
         assert diff.mean() < 2.0, name  # PNG: identical; PDF: 64-colour images, re-rendered
+
+
+def test_each_child_carries_the_header_its_fork_ends(parsed):
+    """A child's label and box are those of the last block the layout branch wrote before the child's
+    <FORK> (the layout text decoded up to the fork position), kept by the layout branch as it writes."""
+    engine = load_engine(None)
+    for name, _, _, _, result in parsed:
+        layout, children = result.branches[0], result.branches[1:]
+        assert len(children) >= 3, name
+        for child in children:
+            written = engine.tokenizer.decode(list(layout.token_ids[:child.position - result.stats.prompt_tokens]))
+            header = parse_blocks(written)[-1]
+            assert (child.label, child.bbox) == (header.label, header.bbox), (name, child.branch)
 
 
 def test_bundled_model_reads_the_examples(parsed):
@@ -53,7 +67,7 @@ def test_bundled_model_reads_the_examples(parsed):
     # float64) on a CPU without bf16 instructions, and with bf16 vision on an AMD EPYC with
     # AVX512-BF16 but no AMX (2026-12-02, also at the commit before that day's engine changes).
     # That page is held to either reading; every other page to the strict one.
-    scores = {name: s for name, _, _, s in parsed}
+    scores = {name: s for name, _, _, s, _ in parsed}
     split = {"synth-report.png"}
     for name, s in scores.items():
         if name in split:

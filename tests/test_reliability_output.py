@@ -204,11 +204,11 @@ def test_a_layout_branch_that_writes_blocks_over_earlier_boxes_in_a_row_is_stopp
     again = headers(*(f"100,{320 + d},900,{400 + d}" for d in (1, 0, 2, 1, 0, 1, 2, 0, 1, 2)))
     branch = scripted_branch(app_engine, can_fork=True)
     feed(branch, app_engine, page + again, 240)
-    assert branch.finish_reason == "loop" and len(branch.boxes) == 3 + BOX_REPEATS
+    assert branch.finish_reason == "loop" and len(branch.headers) == 3 + BOX_REPEATS
     assert not is_looping(branch.tokens, 240)  # what stopped it is the boxes, not a repeated n-gram
     off = scripted_branch(app_engine, can_fork=True)
     feed(off, app_engine, page + again, 0)
-    assert not off.finished and len(off.boxes) == 13  # loop_window 0 turns the guards off
+    assert not off.finished and len(off.headers) == 13  # loop_window 0 turns the guards off
 
 
 def test_blocks_that_touch_or_repeat_a_box_now_and_then_go_on(app_engine):
@@ -224,7 +224,7 @@ def test_blocks_that_touch_or_repeat_a_box_now_and_then_go_on(app_engine):
         assert not branch.finished, script
     child = scripted_branch(app_engine)
     feed(child, app_engine, headers(*["100,100,900,200"] * 6), 240)
-    assert not child.finished and child.boxes == []
+    assert not child.finished and child.headers == {}
 
 
 def test_numbers_between_words_or_table_tags_are_no_runaway(app_engine):
