@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pymupdf
 
-from hpd_training.manifest import EVAL_QUOTA, NAME, Manifest, PageRecord, first_pages, load, write
+from hpd_training.manifest import EVAL_QUOTA, NAME, Manifest, PageRecord, load, pages_within, write
 from hpd_training.pagelayout import Rejected
 from hpd_training.realpage import DPI, RealPage, real_page
 from hpd_training.texlive import stable_hash
@@ -73,12 +73,13 @@ def selected_pages(pdf: Path, pages: list[int]) -> bytes:
 
 
 def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = (),
-                 first: bool = False) -> str:
+                 within: tuple[int, int] | None = None) -> str:
     """Writes the bundle of at most `max_bytes`, without the pages of the bundles in `skip` (a
-    second bundle to carry in another call), of the first manifest's pages with `first` (bundles
-    1-4, which the bundled models trained on); returns a summary line."""
+    second bundle to carry in another call), of the pages a shorter manifest of `within` (PDFs a
+    package, pages a PDF) holds where given (the bundles written before the manifest grew);
+    returns a summary line."""
     taken = {(e.source, e.source_page) for folder in skip for e in load_bundle(folder)}
-    listed = first_pages(data / NAME) if first else load(data / NAME).pages
+    listed = pages_within(data / NAME, *within) if within else load(data / NAME).pages
     pages = [p for p in listed if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
     by_pdf: dict[str, list] = {}
     for p in pages:

@@ -28,13 +28,12 @@ from hpd_training.dockind import kind_of
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
-# every training package (1,966 in Debian 12), two PDFs each, 12 pages of each: far more than one 40 MB
-# bundle holds (~20-35 KB a page); bundles are carried one a call (`bundle --skip`). Bundles 1-4
-# (sessions 12-15) were written from the manifest of one PDF and 6 pages (FIRST_PDFS, FIRST_PAGES),
-# whose pages this one keeps (the same hash orders, longer): `first_pages` picks them out again, and
-# later bundles skip their pages
-TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 2, 12
-FIRST_PDFS, FIRST_PAGES = 1, 6
+# every training package (1,966 in Debian 12), four PDFs each, 24 pages of each: far more than one 40 MB
+# bundle holds (~20-35 KB a page); bundles are carried one a call (`bundle --skip`). The bundles were
+# written from shorter manifests of the same hash orders, whose pages this one keeps: 1-4 (sessions
+# 12-15) from one of one PDF and 6 pages a package, 5-10 (sessions 24-27) from one of two PDFs and 12
+# pages; `pages_within` picks their pages out again, and later bundles skip them
+TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 4, 24
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}
@@ -182,17 +181,17 @@ def load(path: Path) -> Manifest:
     return Manifest([PageRecord(**p) for p in body["pages"]])
 
 
-def first_pages(path: Path) -> list[PageRecord]:
-    """The training pages of the first manifest (FIRST_PDFS PDFs a package, FIRST_PAGES pages a PDF,
-    in the same hash orders), which bundles 1-4 were written from: the first PDFs by the manifest's
-    documents (a PDF that could not be opened has no pages but is still one), the first pages of each
-    by `page_order`."""
+def pages_within(path: Path, pdfs: int, pages: int) -> list[PageRecord]:
+    """The training pages a manifest of `pdfs` PDFs a package and `pages` pages a PDF (the same hash
+    orders) would hold, out of the longer one at `path`: the first PDFs by the manifest's documents (a
+    PDF that could not be opened has no pages but is still one), the first pages of each by
+    `page_order`."""
     body = json.loads(path.read_text(encoding="utf-8"))
     docs = [Document(**d) for d in body["documents"] if d["split"] == "train"]
     by_package: dict[str, list[Document]] = {}
     for doc in docs:
         by_package.setdefault(doc.package, []).append(doc)
-    first = {doc.pdf: set(page_order(doc.pdf, doc.pages)[:FIRST_PAGES]) for group in by_package.values()
-             for doc in sorted(group, key=lambda d: stable_hash(d.pdf))[:FIRST_PDFS]}
-    pages = (PageRecord(**p) for p in body["pages"])
-    return [p for p in pages if p.page in first.get(p.pdf, ())]
+    first = {doc.pdf: set(page_order(doc.pdf, doc.pages)[:pages]) for group in by_package.values()
+             for doc in sorted(group, key=lambda d: stable_hash(d.pdf))[:pdfs]}
+    records = (PageRecord(**p) for p in body["pages"])
+    return [p for p in records if p.page in first.get(p.pdf, ())]

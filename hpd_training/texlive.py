@@ -112,6 +112,13 @@ def packages(data: Path) -> list[Package]:
     return [Package(name, tuple(sorted(pdfs)), tuple(holders.get(name, ()))) for name, pdfs in sorted(found.items())]
 
 
+def _within(text: str) -> tuple[int, int]:
+    pdfs, _, pages = text.partition("x")
+    if not (pdfs.isdigit() and pages.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not PDFSxPAGES, e.g. 2x12")
+    return int(pdfs), int(pages)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpd_training.texlive", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset", "sample"))
@@ -121,8 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-mb", type=float, default=39.5, help="bundle size limit (its PDFs)")
     parser.add_argument("--skip", type=Path, action="append", default=[],
                         help="bundle: leave out the pages of this earlier bundle (repeatable)")
-    parser.add_argument("--first", action="store_true",
-                        help="bundle: of the first manifest's pages (one PDF, 6 pages a package: bundles 1-4)")
+    parser.add_argument("--within", type=_within, metavar="PDFSxPAGES",
+                        help="bundle: of the pages of a shorter manifest (1x6: bundles 1-4; 2x12: bundles 5-10)")
     parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     args = parser.parse_args(argv)
@@ -144,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_sample(args.source, args.to, args.pages))
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.first))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within))
     return 0
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pymupdf
 import pytest
 
-from hpd_training import bundle, dockind, manifest
+from hpd_training import bundle, dockind, manifest, texlive
 from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation, write_sample
 from hpd_training.manifest import PageRecord, build, choose_evaluation
 from hpd_training.realpage import real_page
@@ -158,27 +158,29 @@ def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles
     assert {s for s, _ in old} == {s for s, _ in new}  # new pages of the same PDFs
 
 
-def test_the_first_manifests_pages_are_picked_out_of_the_longer_one(tmp_path, monkeypatch):
-    # bundles 1-4 were written from a manifest of one PDF and 6 pages a package: `bundle --first`
-    # writes them again from today's manifest; a PDF that cannot be opened is still its package's first
+@pytest.mark.parametrize("within", [(1, 6), (2, 3)])
+def test_a_shorter_manifests_pages_are_picked_out_of_the_longer_one(tmp_path, monkeypatch, within):
+    # bundles 1-4 were written from a manifest of one PDF and 6 pages a package, 5-10 from one of two
+    # PDFs and 12 pages: `bundle --within` writes them again from today's manifest; a PDF that cannot
+    # be opened is still one of its package's first
     for i in range(6):
         for stem in ("a", "b", "c"):
             pdf(tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / f"{stem}.pdf", pages=8)
         (tmp_path / DOC_ROOT / "latex" / f"pkg{i}" / "broken.pdf").write_bytes(b"not a PDF")
     (tmp_path / DEBS).write_text("{}")
-    monkeypatch.setattr(manifest, "TRAIN_PDFS", manifest.FIRST_PDFS)
-    monkeypatch.setattr(manifest, "TRAIN_PAGES", manifest.FIRST_PAGES)
-    first = [replace(p, seconds=0.0) for p in build(tmp_path, workers=1).pages if p.split == "train"]
+    monkeypatch.setattr(manifest, "TRAIN_PDFS", within[0])
+    monkeypatch.setattr(manifest, "TRAIN_PAGES", within[1])
+    short = [replace(p, seconds=0.0) for p in build(tmp_path, workers=1).pages if p.split == "train"]
     monkeypatch.undo()
     longer = [p for p in build(tmp_path, workers=1).pages if p.split == "train"]
-    assert len(longer) > len(first) > 0
-    picked = [replace(p, seconds=0.0) for p in manifest.first_pages(tmp_path / manifest.NAME)]
+    assert len(longer) > len(short) > 0
+    picked = [replace(p, seconds=0.0) for p in manifest.pages_within(tmp_path / manifest.NAME, *within)]
     key = lambda p: (p.pdf, p.page)  # noqa: E731
-    assert sorted(picked, key=key) == sorted(first, key=key)
-    assert len({p.package for p in first}) < 6  # some package's first PDF is the broken one
-    write_bundle(tmp_path, tmp_path / "first", first=True)
-    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "first")} == \
-        {(p.pdf, p.page) for p in first if p.status == "ok"}
+    assert sorted(picked, key=key) == sorted(short, key=key)
+    assert len({p.pdf for p in short}) < within[0] * 6  # some package's first PDFs hold the broken one
+    write_bundle(tmp_path, tmp_path / "short", within=within)
+    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "short")} == \
+        {(p.pdf, p.page) for p in short if p.status == "ok"}
 
 
 def test_two_sources_of_one_stem_in_a_package_get_a_file_each(tmp_path):
@@ -230,3 +232,10 @@ def test_evaluation_pages_copied_out_read_as_their_sources(tmp_path, monkeypatch
     for ours, source in zip(copied, sorted(chosen, key=lambda p: (p.pdf, p.page))):
         with pymupdf.open(tmp_path / "eval" / ours.pdf) as a, pymupdf.open(tmp_path / source.pdf) as b:
             assert real_page(a[ours.page]).blocks == real_page(b[source.page]).blocks
+
+
+def test_within_is_pdfs_x_pages_and_anything_else_is_a_usage_error(capsys):
+    assert texlive._within("2x12") == (2, 12)
+    with pytest.raises(SystemExit) as exit_:
+        texlive.main(["bundle", "--within", "2,12"])
+    assert exit_.value.code == 2 and "'2,12' is not PDFSxPAGES" in capsys.readouterr().err
