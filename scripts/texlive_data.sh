@@ -2,8 +2,9 @@
 # The TeX Live data of docs/training.md on a new machine, from the repo root (~15 minutes on 2 cores;
 # what is there already is kept): the corpus (`fetch`, 1.3 GB of .deb), its manifest, the 106
 # held-out pages (data/texlive-eval), bundles 1-10 and two samples of 32 pages. Bundles 1-4 are the
-# first manifest's pages (`--first`: one PDF, 6 pages a package), which every bundled hpd-tiny-docs
-# trained on; bundles 5-10 hold pages none of them has seen (docs/training.md, sessions 24, 26 and 27);
+# first manifest's pages (`--within 1x6`: one PDF, 6 pages a package), which every bundled
+# hpd-tiny-docs trained on; bundles 5-10 hold the second's (`--within 2x12`; docs/training.md,
+# sessions 24, 26 and 27);
 # data/texlive-seen samples bundle 1, data/texlive-unseen8 bundle 8, for `hpd-eval --real`. The
 # sizes let a device call carry one bundle beside the tree: 5 and 9 with .gpu-site.tar.xz, 6 with the
 # starting weights xz-packed (29.8 MB), 10 with them and a full P-MTP (34.3 MB), 7 alone
@@ -14,19 +15,19 @@ T=(python -m hpd_training.texlive)
 [ -e data/texlive/manifest.json ] || "${T[@]}" manifest --out data/texlive
 [ -e data/texlive-eval/manifest.json ] || "${T[@]}" evalset --out data/texlive --to data/texlive-eval
 skip=()
-bundle() {  # FOLDER MAX_MB [--first]: a bundle without the pages of the ones before it
+bundle() {  # FOLDER MAX_MB [--within PDFSxPAGES]: a bundle without the pages of the ones before it
   [ -e "data/$1/bundle.json" ] || "${T[@]}" bundle --out data/texlive --to "data/$1" --max-mb "$2" "${@:3}" "${skip[@]}"
   skip+=(--skip "data/$1")
 }
-bundle texlive-train 39.5 --first
-bundle texlive-train2 39.5 --first
-bundle texlive-train3 20 --first
-bundle texlive-train4 39.5 --first
-bundle texlive-train5 38
-bundle texlive-train6 28
-bundle texlive-train7 55
-bundle texlive-train8 30
-bundle texlive-train9 38
-bundle texlive-train10 24.5
+bundle texlive-train 39.5 --within 1x6
+bundle texlive-train2 39.5 --within 1x6
+bundle texlive-train3 20 --within 1x6
+bundle texlive-train4 39.5 --within 1x6
+bundle texlive-train5 38 --within 2x12
+bundle texlive-train6 28 --within 2x12
+bundle texlive-train7 55 --within 2x12
+bundle texlive-train8 30 --within 2x12
+bundle texlive-train9 38 --within 2x12
+bundle texlive-train10 24.5 --within 2x12
 [ -e data/texlive-seen/manifest.json ] || "${T[@]}" sample --from data/texlive-train --to data/texlive-seen
 [ -e data/texlive-unseen8/manifest.json ] || "${T[@]}" sample --from data/texlive-train8 --to data/texlive-unseen8
