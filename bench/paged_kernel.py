@@ -22,17 +22,17 @@ from hpd_core.model.kernels import compiled, fused_when_wide, paged_reference
 from hpd_core.model.paged import paged_attend
 
 
-def case(rows: int, heads: int, queries: int, keys: int, dim: int, device: str, dtype, seed: int = 0):
-    """A pool holding `rows` rows of `keys` keys each in shuffled blocks, their block tables, queries,
-    and per-query limits (a ragged causal front: each row's queries see all but their last few keys)."""
-    gen = torch.Generator().manual_seed(seed)
+def case(rows: int, heads: int, queries: int, keys: int, dim: int, gen: torch.Generator, fewest: int = 1):
+    """A float64 pool on the CPU holding `rows` rows of `keys` keys each in shuffled blocks (three
+    more blocks than they use), their block tables [rows, blocks], queries [rows, heads, queries,
+    dim] and per-query key counts [rows, queries] int32, each from `fewest` to all of the row's keys."""
     per_row = -(-keys // 16)
-    pool_k, pool_v = (torch.randn((rows * per_row + 3, 16, heads, dim), generator=gen).to(device, dtype)
+    pool_k, pool_v = (torch.randn((rows * per_row + 3, 16, heads, dim), generator=gen, dtype=torch.float64)
                       for _ in range(2))
-    table = torch.randperm(rows * per_row + 3, generator=gen)[:rows * per_row].view(rows, per_row).to(device)
-    limit = keys - torch.randint(0, min(keys, 40), (rows, queries), generator=gen)
-    q = torch.randn((rows, heads, queries, dim), generator=gen).to(device, dtype)
-    return q, pool_k, pool_v, table, limit.to(device, torch.int32)
+    table = torch.randperm(rows * per_row + 3, generator=gen)[:rows * per_row].view(rows, per_row)
+    limit = torch.randint(fewest, keys + 1, (rows, queries), generator=gen, dtype=torch.int32)
+    q = torch.randn((rows, heads, queries, dim), generator=gen, dtype=torch.float64)
+    return q, pool_k, pool_v, table, limit
 
 
 def timed(fn, repeats: int = 20) -> float:
@@ -53,7 +53,9 @@ def main() -> None:
     for name, rows, queries, keys in (("one row: prefix", 1, 2, 2000), ("64 rows of a page: prefix", 1, 128, 2000),
                                       ("64 pages: prefixes", 64, 238, 1800), ("64 pages: own keys", 1088, 14, 300),
                                       ("plain AR, 64 pages", 64, 2, 3750)):
-        args_ = case(rows, 8, queries, keys, 128, "cuda", torch.bfloat16)
+        q, pool_k, pool_v, table, limit = case(rows, 8, queries, keys, 128, torch.Generator().manual_seed(0),
+                                               fewest=keys - 39)  # a ragged causal front
+        args_ = (*(t.to("cuda", torch.bfloat16) for t in (q, pool_k, pool_v)), table.cuda(), limit.cuda())
         gather = timed(lambda: paged_reference(*args_, attend=now))
         print(f"| {name} | {rows} | {queries} | {keys} | {gather:.3f} | {timed(lambda: paged_attend(*args_)):.3f} |",
               flush=True)

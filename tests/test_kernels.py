@@ -193,17 +193,13 @@ def test_the_paged_kernel_is_its_pytorch_contract(dtype, tolerance, splits):
     program's 16, head sizes of the bundled model and the real one, the keys in one program a row,
     split among 3, or split as the GPU's multiprocessors ask (0). The interpreter's bf16 `tl.dot`
     is wrong even for a bare product, so it checks float32 only (bench/NOTES.md)."""
+    from bench.paged_kernel import case
     from hpd_core.model.paged import paged_attend
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator().manual_seed(0)
     for rows, heads, queries, keys, dim in ((1, 2, 3, 40, 64), (3, 2, 17, 100, 64), (5, 8, 14, 300, 128),
                                             (2, 8, 64, 2000, 128)):
-        blocks = -(-keys // 16)
-        pool_k, pool_v = (torch.randn((rows * blocks + 3, 16, heads, dim), generator=gen, dtype=torch.float64)
-                          for _ in range(2))
-        table = torch.randperm(rows * blocks + 3, generator=gen)[:rows * blocks].view(rows, blocks)
-        limit = torch.randint(1, keys + 1, (rows, queries), generator=gen, dtype=torch.int32)
-        q = torch.randn((rows, heads, queries, dim), generator=gen, dtype=torch.float64)
+        q, pool_k, pool_v, table, limit = case(rows, heads, queries, keys, dim, gen)
         expected = paged_reference(q, pool_k, pool_v, table, limit)
         got = paged_attend(*(t.to(device, dtype) for t in (q, pool_k, pool_v)), table.to(device), limit.to(device),
                            splits=splits)

@@ -123,15 +123,17 @@ def paged_attention(q: torch.Tensor, paged: PagedForward, layer: int, kernels: K
     groups, members = layout.group_rows.shape
     # query head h uses kv head h // (heads / kv) (a copy: made only where it is read)
     rows_q = q.reshape(b, kv, heads // kv * n, d) if groups or kernels.paged is not None else None
-    if not groups and (rows_q is None or not in_place(kernels, rows_q, layout.rest_blocks, cache)):  # a prefill
+    rest_in_place = rows_q is not None and in_place(kernels, rows_q, layout.rest_blocks, cache)
+    if not groups and not rest_in_place:  # a prefill
         k, v = cache.gather(layer, layout.rest_blocks)
         return masked_attention(q, k, v, paged.rest_mask)
-    out, lse = read(rows_q, layout.rest_blocks, paged.rest_limit, paged.rest_mask, paged, layer, kernels)
+    out, lse = read(rows_q, layout.rest_blocks, paged.rest_limit, paged.rest_mask, paged, layer, kernels,
+                    rest_in_place)
     if not groups:
         return out.view(b, heads, n, d)
     grouped = rows_q[layout.group_rows].transpose(1, 2).reshape(groups, kv, members * rows_q.shape[2], d)
     shared, shared_lse = read(grouped, layout.prefix_blocks, paged.prefix_limit, paged.prefix_mask, paged, layer,
-                              kernels)
+                              kernels, in_place(kernels, grouped, layout.prefix_blocks, cache))
     out = kernels.merge(out, lse, shared, shared_lse, paged.group, layout.row_slot, paged.alone)
     return out.view(b, heads, n, d)
 
@@ -142,12 +144,12 @@ def in_place(kernels: Kernels, q: torch.Tensor, blocks: torch.Tensor, cache: KVC
 
 
 def read(q: torch.Tensor, blocks: torch.Tensor, limit: torch.Tensor, bias: torch.Tensor, paged: PagedForward,
-         layer: int, kernels: Kernels) -> tuple[torch.Tensor, torch.Tensor]:
+         layer: int, kernels: Kernels, paged_read: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention and log-sum-exp of q [N, kv, M, D] over the blocks [N, b] of its rows, query m of
     row i over the row's first limit[i, m] keys (the same mask as the additive `bias`): the blocks
-    read in place (`kernels.paged`) or gathered (the reference)."""
+    read in place by `kernels.paged` where `paged_read` (`in_place`), else gathered (the reference)."""
     cache = paged.cache
-    if in_place(kernels, q, blocks, cache):
+    if paged_read:
         return kernels.paged(q, cache.k[layer], cache.v[layer], blocks, limit)
     k, v = cache.gather(layer, blocks)
     return kernels.attend(q, k, v, bias)
