@@ -3,7 +3,7 @@ read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
                            [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused | --paged]
-                           [--resident N] [--profile] [--trace page|vllm-fork]
+                           [--warm] [--resident N] [--profile] [--trace page|vllm-fork]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
 pages, so a `Trace` says what each page writes: prompt length, layout-branch length, the
@@ -22,7 +22,8 @@ pool is at most 70% of the free memory, so at the real dimensions 512 pages do n
 once (bench/NOTES.md) and later pages enter as earlier ones finish, as vLLM's scheduler queues
 them; the report gives the most pages resident at once. `--profile` prints, for each replay, its
 operators by device time and its host functions by own time (`bench.common.profiled`); the
-process's first replay also compiles the kernels, so profile a small page count first.
+process's first replay also compiles the kernels, so profile a small page count first (or `--warm`:
+each row replayed once untimed before it is timed).
 
 Traces (`--trace`): `page` (the default), the real model's dense page of issue 18: a 1,800-token
 prompt, a 300-token layout branch and 15 children of 110 tokens forked evenly along it, tau 4 at
@@ -241,6 +242,9 @@ def main() -> None:
                         help="on CUDA, no CUDA graphs and no fused kernels (the reference path)")
     parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
                         help="load_engine's fused kernels (CUDA)")
+    parser.add_argument("--warm", action="store_true",
+                        help="replay each row once untimed first, so that graph captures and kernel compiles "
+                             "stay out of the timed replay")
     parser.add_argument("--paged", action="store_true",
                         help="decode attention reads the KV blocks in place (hpd_core.model.paged, CUDA), "
                              "not over gathered blocks")
@@ -263,6 +267,8 @@ def main() -> None:
     for pages in (int(p) for p in args.pages.split(",")):
         for schedule in args.schedules.split(","):
             k = args.k if schedule == "fork-mtp" else 0
+            if args.warm:
+                replay(engine, trace, pages, schedule, k, args.max_active_branches * pages, args.resident)
             if engine.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             with profiled(str(engine.device)) if args.profile else contextlib.nullcontext():
