@@ -29,7 +29,7 @@ from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
 # every training package (1,966 in Debian 12), eight PDFs each, 48 pages of each: far more than one 55 MB
-# bundle holds (~15-35 KB a page); bundles are carried one a call (`bundle --skip`). The bundles were
+# bundle holds (~11-35 KB a page); bundles are carried one a call (`bundle --skip`). The bundles were
 # written from shorter manifests of the same hash orders, whose pages this one keeps: 1-4 (sessions
 # 12-15) from one of one PDF and 6 pages a package, 5-10 (sessions 24-27) from one of two PDFs and 12
 # pages, 11-14 (session 33) from one of four PDFs and 24 pages; `pages_within` picks their pages out
