@@ -119,8 +119,8 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
     """{(batch, k, mode): (seconds of one `step`, key positions it reads per layer)} on rows forked
     from a page row of `context` prompt positions (its shared prefix, read once per step); modes
     "eager" and, on CUDA, "graphs" (`hpd_core.graphs`) and, where the engine was loaded with
-    compiled kernels, "graphs+fused" and "graphs+paged" (the same with decode attention reading the
-    KV blocks in place: `hpd_core.model.paged`), measured in turn at each batch and k."""
+    compiled kernels, "graphs+gather" (decode attention over gathered KV blocks) and "graphs+paged"
+    (reading them in place: `hpd_core.model.paged`), measured in turn at each batch and k."""
     lm, llm = engine.model.lm, engine.config.llm_config
     cache = KVCache(llm.num_hidden_layers, llm.num_key_value_heads, llm.head_dim, dtype=engine.dtype,
                     device=engine.device, blocks=context // 16 + 2 * max(batches) + 2)
@@ -132,10 +132,9 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
     if engine.device.type == "cuda":
         modes["graphs"] = DecodeGraphs(capture=True), EAGER, DraftGraphs(capture=True)
         if engine_kernels is not EAGER:
-            modes["graphs+fused"] = DecodeGraphs(capture=True), engine_kernels, DraftGraphs(capture=True)
             from hpd_core.model.paged import paged_attend  # Triton: CUDA only
-            modes["graphs+paged"] = (DecodeGraphs(capture=True), replace(engine_kernels, paged=paged_attend),
-                                     DraftGraphs(capture=True))
+            for mode, paged in (("graphs+gather", None), ("graphs+paged", paged_attend)):
+                modes[mode] = DecodeGraphs(capture=True), replace(engine_kernels, paged=paged), DraftGraphs(capture=True)
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)

@@ -2,7 +2,7 @@
 read and P-MTP draft computed for real, and what is written forced from a trace.
 
     python -m bench.replay [--model PATH] [--device cuda] [--pages 1,16,64,256,512] [--k 6]
-                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused | --paged]
+                           [--schedules plain,fork,fork-mtp] [--bandwidth 4800] [--eager | --no-fused | --gather]
                            [--warm] [--resident N] [--profile] [--trace page|vllm-fork]
 
 Random weights (e.g. `bench.real_dims`'s checkpoint at the real dimensions) cannot write real
@@ -245,18 +245,17 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true",
                         help="replay each row once untimed first, so that graph captures and kernel compiles "
                              "stay out of the timed replay")
-    parser.add_argument("--paged", action="store_true",
-                        help="decode attention reads the KV blocks in place (hpd_core.model.paged, CUDA), "
-                             "not over gathered blocks")
+    parser.add_argument("--gather", action="store_true",
+                        help="decode attention over gathered KV blocks, not in place (load_engine's choice "
+                             "in bf16 on CUDA: hpd_core.model.paged)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device, cuda_graphs=not args.eager,
                          fused=args.fused and not args.eager)
-    if args.paged:
-        from hpd_core.model.paged import paged_attend  # Triton: CUDA only
+    if args.gather:
         decoder = engine.model.lm.model
-        decoder.kernels = replace(decoder.kernels, paged=paged_attend)
+        decoder.kernels = replace(decoder.kernels, paged=None)
     trace = Trace.named(args.trace, args.tau)
     weights = weight_bytes(engine)
     token_bytes = kv_token_bytes(engine)

@@ -68,6 +68,9 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
     norms (with the residual adds), rotary and merge run as kernels fused by torch.compile and wide
     attention over the cache as one memory-efficient kernel (`hpd_core.model.kernels`; the CPU
     keeps the eager reference: Inductor's C++ compile there took ~1 minute for the tiny test model).
+    In bf16 on CUDA, decode attention also reads the KV blocks in place (`hpd_core.model.paged`:
+    1.12x the gather's tokens/s on the 64-page replay, bench/NOTES.md); float32 keeps the gather,
+    the path measured exact in every mode on the GPU (the kernel's key splits follow the batch size).
     False: the reference path, a matmul per checkpoint tensor.
     `max_pages_in_flight`: the most pages a batched decode holds at once, later pages starting as
     earlier ones finish (`Engine`; 0: all it is given). With the real checkpoint on one GPU a page
@@ -89,7 +92,11 @@ def load_engine(source: str | Path | None = None, *, device: str | None = None,
             hpd.lm.draft_graphs = DraftGraphs(capture=True)
         if fused:
             kernels = compiled()
-            hpd.lm.model.kernels = replace(kernels, attend=fused_when_wide(kernels.attend))
+            paged = None
+            if dtype == torch.bfloat16:
+                from hpd_core.model.paged import paged_attend  # Triton: with CUDA's torch only
+                paged = paged_attend
+            hpd.lm.model.kernels = replace(kernels, attend=fused_when_wide(kernels.attend), paged=paged)
     name = f"bundled {bundled_name(folder)}" if bundled_name(folder) else folder.name
     if vision_bf16 is None:
         vision_bf16 = str(device) == "cpu" and cpu_has_bf16()

@@ -13,12 +13,13 @@ IEEE float32, no TF32, so float32 stays the exact check's dtype); the splits' re
 log-sum-exp. Triton is not installed with the CPU wheel; its interpreter (`TRITON_INTERPRET=1`)
 runs the kernel on the CPU in float32 (its bf16 `tl.dot` is wrong even for a bare product).
 
-Not the engine's default: inside CUDA graphs it was slower than the gather at the real dimensions
-(one H100: a one-row step 7.21 against 3.99 ms, 64 rows 9.54 against 5.89; bench/NOTES.md), since
-one row's 2,000-key prefix is 8 programs (one a kv head) that each walk 125 blocks in turn, on 8 of
-132 multiprocessors. The key splits (`key_splits`) came after that measurement, to spread such a
-row over the GPU; not yet timed. The benchmarks take the kernel with `--paged` (`bench.replay`) and
-as the mode "graphs+paged" (`bench.real_dims`).
+The engine's decode attention in bf16 on CUDA (`hpd_core.loader.load_engine`): with key splits
+(`key_splits`, so that one row's 2,000-key prefix spreads over the GPU instead of 8 programs) it tied
+the gather inside CUDA graphs at a page's shapes (one H200: 0.97-1.01x) and gave 1.12x the gather's
+tokens/s on the 64-page fork + P-MTP replay (one H100; bench/NOTES.md). float32, the exact check's
+dtype, keeps the gather: the split count follows the batch, so a row's sums would not be the same
+batched and alone. `bench.replay --gather` and `bench.real_dims`' modes "graphs+gather" and
+"graphs+paged" measure the two.
 """
 
 from __future__ import annotations
