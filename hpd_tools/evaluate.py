@@ -297,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=EVAL_SEED, help="first synthetic seed")
     parser.add_argument("--synth-config", choices=SYNTH_PRESETS, default="dense")
     parser.add_argument("--font-size", type=float, nargs=2, metavar=("LO", "HI"),
-                        help="body text size range in px, overriding the preset's")
+                        help="body text size range, overriding the preset's: px (points for --synth-config "
+                             "document, laid out in points at 150 dpi)")
     parser.add_argument("--out", type=Path, help="output folder (default bench/results/eval-<model>)")
     add_model_arguments(parser)
     add_option_arguments(parser)
@@ -333,7 +334,8 @@ def load_samples(args) -> tuple[list[Sample], str]:
     if args.font_size:
         config = replace(config, font_size_range=tuple(args.font_size))
     count = 10 if args.synth is None else args.synth
-    fonts = f", font size {config.font_size_range[0]:g}-{config.font_size_range[1]:g} px"
+    unit = "px" if config.dpi == 72 else f"pt at {config.dpi:g} dpi"  # the page is laid out in points
+    fonts = f", font size {config.font_size_range[0]:g}-{config.font_size_range[1]:g} {unit}"
     return synth_samples(count, args.seed, config), \
         f"{count} synthetic {args.synth_config} pages{fonts}, seeds {args.seed}-{args.seed + count - 1}"
 

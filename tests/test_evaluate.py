@@ -34,6 +34,13 @@ def assert_unit_range(record: dict) -> None:
             assert 0.0 <= float(value) <= 1.0, (name, value)
 
 
+def test_the_synthetic_pages_type_size_is_described_in_the_presets_unit():
+    """Classic presets lay pages out at 72 dpi (a point is a pixel); `document` at 150 dpi, so its 8-12 are points."""
+    for preset, unit in (("dense", "font size 14-17 px"), ("document", "font size 8-12 pt at 150 dpi")):
+        args = evaluate.build_parser().parse_args(["--synth", "1", "--synth-config", preset])
+        assert unit in evaluate.load_samples(args)[1], preset
+
+
 def test_synthetic_pages_are_parsed_and_scored_in_unit_range(model, tmp_path):
     out = tmp_path / "eval"
     assert main(["--model", model, "--synth", "2", "--max-new-tokens", "40", "--out", str(out)]) == 0
