@@ -134,7 +134,8 @@ def decode_times(engine, context: int, repeats: int, batches: list[int]) -> dict
         if engine_kernels is not EAGER:
             from hpd_core.model.paged import paged_attend  # Triton: CUDA only
             for mode, paged in (("graphs+gather", None), ("graphs+paged", paged_attend)):
-                modes[mode] = DecodeGraphs(capture=True), replace(engine_kernels, paged=paged), DraftGraphs(capture=True)
+                modes[mode] = (DecodeGraphs(capture=True), replace(engine_kernels, paged=paged),
+                               DraftGraphs(capture=True))
     out = {}
     for batch in batches:
         hidden = h.expand(batch, -1)

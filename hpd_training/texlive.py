@@ -129,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", type=Path, action="append", default=[],
                         help="bundle: leave out the pages of this earlier bundle (repeatable)")
     parser.add_argument("--within", type=_within, metavar="PDFSxPAGES",
-                        help="bundle: of the pages of a shorter manifest (1x6: bundles 1-4; 2x12: 5-10; 4x24: 11-14)")
+                        help="bundle: of the pages of a shorter manifest (1x6: bundles 1-4; 2x12: 5-10; 4x24: 11-14; "
+                             "8x48: 15-19)")
     parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     args = parser.parse_args(argv)

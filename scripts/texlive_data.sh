@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The TeX Live data of docs/training.md on a new machine, from the repo root (~30 minutes on 2 cores;
 # what is there already is kept): the corpus (`fetch`, 1.3 GB of .deb), its manifest (every PDF and 96
-# pages of each, a training package), the 106 held-out pages (data/texlive-eval), bundles 1-24 and two samples
-# of 32 pages. Bundles 1-4 are the first manifest's pages (`--within 1x6`: one PDF, 6 pages a
+# pages of each, a training package), the 106 held-out pages (data/texlive-eval), bundles 1-24 and two
+# samples of 32 pages. Bundles 1-4 are the first manifest's pages (`--within 1x6`: one PDF, 6 pages a
 # package), which every bundled hpd-tiny-docs trained on; bundles 5-10 the second's (`--within 2x12`;
 # docs/training.md, sessions 24, 26 and 27); bundles 11-14 (11,034 pages, session 33) the third's
 # (`--within 4x24`), in none of those; bundles 15-19 (13,698 pages, session 34) the fourth's
-# (`--within 8x48`); bundles 20-24 (17,323 pages, session 35) pages of this manifest in none of them. data/texlive-seen samples bundle 1, data/texlive-unseen8 bundle 8, for
-# `hpd-eval --real`. Pages' statuses come from today's `pagelayout.extract`, so bundles rebuilt after
-# it changed differ a little from the ones earlier runs read (docs/training.md, session 33). The sizes
+# (`--within 8x48`); bundles 20-24 (17,323 pages, session 35) pages of this manifest in none of them.
+# data/texlive-seen samples bundle 1, data/texlive-unseen8 bundle 8, for `hpd-eval --real`. Pages'
+# statuses come from today's `pagelayout.extract`, so bundles rebuilt after it changed differ a little
+# from the ones earlier runs read (docs/training.md, session 33). The sizes
 # let a device call carry one bundle beside the tree: 5 and 9 with .gpu-site.tar.xz, 6 with the
 # starting weights xz-packed (29.8 MB), 10 with them and a full P-MTP (34.3 MB), 7 and 11-24 alone
 # (docs/training.md, sessions 26-27).
