@@ -28,7 +28,7 @@ from app.cache import sweep_leftovers
 from app.comparison import MODES, Comparison, variant_options
 from app.downloads import write_downloads
 from app.examples import examples
-from app.job import ParseJob
+from app.job import JOIN_SECONDS, ParseJob
 from app.latex import LATEX, katex_markdown
 from app.selection import SELECT_JS, block_of_branch, marked_markdown
 from app.render import (CSS, branches_html, comparison_html, diff_html, info_markdown, label_legend, stats_html,
@@ -119,6 +119,7 @@ class Run:
     shown_boxes: tuple = ()      # (label, bbox) of the boxes drawn on the page image
     slow_frame_at: float = 0.0   # time.monotonic() when the timeline and the boxes were last drawn
     downloads: tuple[Path, Path] | None = None  # (.md, .json) of the finished pages, written once
+    closed: threading.Event = field(default_factory=threading.Event)  # its handler's stream has ended
 
     def uri(self, index: int) -> str:
         if index not in self.uris:
@@ -386,6 +387,7 @@ class Handlers:
             yield run
         finally:
             run.job.cancel()
+            run.closed.set()
 
     def _keep(self, session: str, run: Run) -> None:
         """Make `run` the session's run. The session's previous run and, beyond MAX_RUNS sessions,
@@ -528,10 +530,14 @@ class Handlers:
         return self._final(run)
 
     def _stop(self, request: gr.Request) -> Run | None:
+        """Cancel the session's run and wait until its handler's stream has ended, so that Stop's
+        answer follows the stream's last frame: a live frame rendered just before the cancel can
+        then no longer overwrite Stop's final status (a likely cause of a CI failure under load)."""
         with self.runs_lock:
             run = self.runs.get(request.session_hash or "api")
         if run is not None:
             run.job.cancel()
+            run.closed.wait(JOIN_SECONDS)
         return run
 
     def forget(self, request: gr.Request) -> None:

@@ -17,20 +17,23 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from gradio_client import Client, handle_file
 
 from app.job import ParseJob
-from app.ui import ParsePanel
+from app.examples import FOLDER
+from app.ui import ParsePanel, build_demo
 from hpd_core import load_engine
 from hpd_tools import cli
 from hpd_core.events import PageFinished, TokensAppended
 from hpd_core.options import ParseOptions
 from hpd_training.synth import render_page
 from tests.test_documents import make_pdf
-from tests.conftest import app_options
+from tests.conftest import Scripted, app_options, handlers_of
 
+PNG = FOLDER / "synth-report.png"
 CONDITION_SECONDS = 120  # how long a test waits for a condition (decoding started, a file written)
 
 
@@ -96,10 +99,30 @@ def test_stop_of_an_app_job_ends_it_within_a_round_and_frees_the_engine(bundled,
     assert not bundled.lock.locked()
 
 
+def test_stop_answers_after_the_parse_streams_last_frame(app_engine):
+    """Stop and the parse handler both write the status; Stop's final answer must come after the
+    stream's last frame, or a live frame rendered just before the cancel can overwrite it."""
+    handlers = handlers_of(build_demo(Scripted(app_engine, loop_window=0)))
+    request = SimpleNamespace(session_hash="one")
+    stream = handlers.parse(request, str(PNG), 1, 90, "", "", *app_options(use_mtp=False, max_new_tokens=8000))
+    status = handlers.parse_panel.status
+    next(stream)  # the run exists
+    late = next(stream)  # a live frame, not yet delivered
+    assert "Decoding page 1" in late[status]
+    answers = []
+    stopper = threading.Thread(target=lambda: answers.append(("stop", handlers.stop(request))))
+    stopper.start()
+    assert handlers.runs["one"].job.done.wait(CONDITION_SECONDS)  # Stop has stopped the engine
+    stopper.join(2)  # ... and must still wait: the stream has a frame to deliver
+    answers += [("parse", late)] + [("parse", frame) for frame in stream]
+    stopper.join(CONDITION_SECONDS)
+    assert [who for who, _ in answers[-2:]] == ["parse", "stop"]
+    assert all("Stopped; partial output of page 1" in frame[status] for _, frame in answers[-2:])
+
+
 def test_stop_through_the_app_api_ends_the_parse_and_the_next_parse_works(endless_server):
     client = Client(endless_server, verbose=False)
-    png = str(Path(__file__).resolve().parent.parent / "assets" / "examples" / "synth-report.png")
-    args = (handle_file(png), 1, 90, "", "")
+    args = (handle_file(str(PNG)), 1, 90, "", "")
     job = client.submit(*args, *app_options(use_mtp=False, max_new_tokens=8000), api_name="/parse")  # until Stop
     deadline = time.monotonic() + CONDITION_SECONDS
     while job.status().code.name != "ITERATING":  # decoding, the live view is streaming
