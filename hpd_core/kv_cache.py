@@ -41,6 +41,7 @@ class Layout:
     group_rows: torch.Tensor     # [G, R] the rows of each group (padded with row 0)
     row_group: torch.Tensor      # [B] the group of each row, -1 for rows without a shared prefix
     row_slot: torch.Tensor       # [B] the row's place in its group
+    causal: bool = False         # every row is written from position 0 in order (a page's prefill)
 
     @property
     def keys_read(self) -> int:
@@ -174,8 +175,9 @@ class KVCache:
         for i, (row, start) in enumerate(zip(rows, starts)):
             if start:
                 groups.setdefault((self.tables[row][0], start), []).append(i)
+        causal = not any(firsts) and bool((positions == torch.arange(positions.shape[1], device=device)).all())
         return Layout(slots.flatten(), positions, rest_blocks, rest_positions,
-                      *self._groups(rows, groups, device))
+                      *self._groups(rows, groups, device), causal)
 
     def _groups(self, rows: list[int], groups: dict[tuple[int, int], list[int]], device) -> tuple:
         """prefix_blocks, prefix_valid, group_rows, row_group, row_slot of `Layout`."""

@@ -24,6 +24,7 @@ from hpd_core.config import HPDConfig, LLMConfig, VisionConfig
 from hpd_core.engine import Engine
 from hpd_core.kv_cache import KVCache
 from hpd_core.model import HPDModel
+from hpd_core.model.vision import attention, blockwise_attention
 from hpd_core.preprocess import grid_for
 from hpd_core.tokenizer import HPDTokenizer
 from tests.tiny import byte_tokenizer, random_like, tiny_config
@@ -291,6 +292,19 @@ def test_image_rows_match_an_independent_reference_of_the_spec(ratio):
         got64 = model.double().encode_images(pixels.double())
     assert rel_err(got64, expected) <= 1e-12
     assert rel_err(got32, expected) <= 1e-5
+
+
+def test_blockwise_attention_is_attention():
+    """The vision tower's CPU bf16 attention: exact in float64 (queries not a multiple of the
+    block), and in bf16 within a few bf16 roundings of the exact result, like PyTorch's kernel."""
+    q, k, v = (torch.randn(2, 3, 37, 16, generator=torch.Generator().manual_seed(i), dtype=torch.float64)
+               for i in range(3))
+    exact = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert rel_err(blockwise_attention(q, k, v, block=8), exact) <= 1e-14
+    low = [t.bfloat16() for t in (q, k, v)]
+    fused = rel_err(torch.nn.functional.scaled_dot_product_attention(*low), exact)
+    ours = attention(*low)  # blockwise: bf16 on the CPU
+    assert ours.dtype == torch.bfloat16 and rel_err(ours, exact) <= max(4 * fused, 2 ** -7)
 
 
 # ---- the prompt of §4 ------------------------------------------------------------------------

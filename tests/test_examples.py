@@ -113,8 +113,8 @@ def test_the_real_examples_are_listed_for_the_model_that_reads_them():
 
 def test_hpd_tiny_docs_reads_the_real_examples(read_real):
     # Word F1 over tokens with a letter or digit (`metrics.words`): the bundled r58 weights (docs/training.md, session
-    # 35) 0.607 on lps and 0.729 on ragged2e on a 2-core AMD EPYC (bf16 vision), against 0.185 and 0.153 for the other
-    # page's words; r56 (session 34) 0.565 and 0.730 there, against 0.167 and 0.159; r52 (session 31) 0.534 and 0.732
+    # 35) 0.617 on lps and 0.710 on ragged2e on a 2-core AMD EPYC (bf16 vision, its attention blockwise since session
+    # 36), against 0.179 and 0.151 for the other page's words; 0.607 and 0.729 before (0.185, 0.153); r56 (session 34) 0.565 and 0.730 there, against 0.167 and 0.159; r52 (session 31) 0.534 and 0.732
     # there, against 0.176 and 0.150 for the other page's words; r43 (session 21) 0.486 on lps and 0.708 on ragged2e
     # on a 2-core Xeon with AMX (bf16 vision; r41 there 0.471 and 0.634, r39 0.499 and 0.714), against 0.159 and 0.179
     # for the other page's words. Measured on a 2-core AMD EPYC (fp32): r39 (20 tiles; session 19) 0.494 on lps and

@@ -116,3 +116,16 @@ def test_attention_over_a_shared_prefix_equals_attention_over_private_copies():
                                            torch.arange(17 - i)[None]))[0, -6:] for i in range(3)])
     torch.testing.assert_close(logits[0], logits[1], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(logits[0], full, rtol=1e-10, atol=1e-10)
+
+
+def test_only_rows_written_from_position_0_attend_causally():
+    """`Layout.causal` sends a forward to plain causal attention over its own keys (a page's
+    prefill; tests/test_conformance.py checks its logits against the full forward): only when
+    every row is written from position 0 in order."""
+    c = cache()
+    first, second = c.alloc(), c.alloc()
+    assert c.layout([first, second], torch.arange(6)[None].expand(2, -1)).causal
+    assert not c.layout([first], torch.tensor([[1, 0, 2]])).causal  # out of order
+    fill(c, first, 0, 6)
+    assert not c.layout([first], torch.arange(6, 9)[None]).causal  # a later step
+    assert not c.layout([first], torch.arange(3, 9)[None]).causal  # a prefill of the row's end

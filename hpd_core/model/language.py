@@ -98,13 +98,15 @@ class Attention(nn.Module):
 
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """SDPA of q [B, heads, n, D] over k, v [B, kv_heads, L, D]; mask broadcast to [B, 1, n, L]
-    (True = may attend). On CUDA only the flash and math kernels take GQA, and flash takes no mask:
-    with a mask (tree-masked training, a prefill) k/v expanded to every head let the
-    memory-efficient kernel run instead of math, which materialises [B, heads, n, L]."""
+    (True = may attend); None: causal, query i over keys 0..i. On CUDA only the flash and math
+    kernels take GQA, and flash takes no mask: with a mask (tree-masked training, a prefill at a
+    later position) k/v expanded to every head let the memory-efficient kernel run instead of
+    math, which materialises [B, heads, n, L]."""
     heads = q.shape[1]
     if mask is not None and q.is_cuda and k.shape[1] != heads:
         k, v = (t.repeat_interleave(heads // k.shape[1], dim=1) for t in (k, v))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != heads)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                          enable_gqa=k.shape[1] != heads)
 
 
 def paged_attention(q: torch.Tensor, paged: PagedForward, layer: int, kernels: Kernels) -> torch.Tensor:
@@ -126,6 +128,8 @@ def paged_attention(q: torch.Tensor, paged: PagedForward, layer: int, kernels: K
     rest_in_place = rows_q is not None and in_place(kernels, rows_q, layout.rest_blocks, cache)
     if not groups and not rest_in_place:  # a prefill
         k, v = cache.gather(layer, layout.rest_blocks)
+        if layout.causal:  # rows written from position 0: causal over their first n keys (2x faster)
+            return masked_attention(q, k[:, :, :n], v[:, :, :n], None)
         return masked_attention(q, k, v, paged.rest_mask)
     out, lse = read(rows_q, layout.rest_blocks, paged.rest_limit, paged.rest_mask, paged, layer, kernels,
                     rest_in_place)

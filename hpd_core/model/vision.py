@@ -37,8 +37,31 @@ class VisionAttention(nn.Module):
     def forward(self, x):
         t, n, d = x.shape
         q, k, v = self.qkv(x).view(t, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(q, k, v)  # non-causal, scale 1/sqrt(head_dim)
-        return self.proj(out.transpose(1, 2).reshape(t, n, d))
+        return self.proj(attention(q, k, v).transpose(1, 2).reshape(t, n, d))
+
+
+QUERY_BLOCK = 64  # queries per step of `blockwise_attention`: their scores stay in the CPU's cache
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Non-causal attention, scale 1/sqrt(head_dim), over [..., n, head_dim]. In bf16 on the CPU,
+    `blockwise_attention`: PyTorch's CPU flash kernel runs bf16 at the fp32 matmul rate there, and
+    plain bf16 matmuls over blocks of queries take the ViT's attention in about half the time
+    (bench/NOTES.md); elsewhere PyTorch's fused kernels."""
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        return blockwise_attention(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int = QUERY_BLOCK) -> torch.Tensor:
+    """softmax(q kᵀ / sqrt(head_dim)) v, `block` queries at a time (each query's row is whole)."""
+    *lead, n, d = q.shape
+    q, k, v = (q * d ** -0.5).flatten(0, -3), k.flatten(0, -3).transpose(1, 2), v.flatten(0, -3)
+    out = torch.empty_like(q)
+    for start in range(0, n, block):
+        rows = slice(start, start + block)
+        torch.bmm(torch.softmax(torch.bmm(q[:, rows], k), -1), v, out=out[:, rows])
+    return out.view(*lead, n, d)
 
 
 class VisionMLP(nn.Module):
