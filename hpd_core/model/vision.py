@@ -40,7 +40,8 @@ class VisionAttention(nn.Module):
         return self.proj(attention(q, k, v).transpose(1, 2).reshape(t, n, d))
 
 
-QUERY_BLOCK = 64  # queries per step of `blockwise_attention`: their scores stay in the CPU's cache
+QUERY_BLOCK, BLOCK_SCORES = 256, 1 << 20  # a step of `blockwise_attention`: its queries, and the scores
+                                          # it holds at most (2 MiB in bf16: they stay in the CPU's cache)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -53,14 +54,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     return F.scaled_dot_product_attention(q, k, v)
 
 
-def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int = QUERY_BLOCK) -> torch.Tensor:
-    """softmax(q kᵀ / sqrt(head_dim)) v, `block` queries at a time (each query's row is whole)."""
+def blockwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int = QUERY_BLOCK,
+                        scores: int = BLOCK_SCORES) -> torch.Tensor:
+    """softmax(q kᵀ / sqrt(head_dim)) v, a step over `block` queries of as many heads as keep
+    `scores` scores (each query's row is whole)."""
     *lead, n, d = q.shape
     q, k, v = (q * d ** -0.5).flatten(0, -3), k.flatten(0, -3).transpose(1, 2), v.flatten(0, -3)
     out = torch.empty_like(q)
-    for start in range(0, n, block):
-        rows = slice(start, start + block)
-        torch.bmm(torch.softmax(torch.bmm(q[:, rows], k), -1), v, out=out[:, rows])
+    step = max(1, scores // (block * k.shape[-1]))
+    for first in range(0, q.shape[0], step):
+        heads = slice(first, first + step)
+        for start in range(0, n, block):
+            rows = slice(start, start + block)
+            torch.bmm(torch.softmax(torch.bmm(q[heads, rows], k[heads]), -1), v[heads], out=out[heads, rows])
     return out.view(*lead, n, d)
 
 
