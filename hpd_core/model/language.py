@@ -99,11 +99,12 @@ class Attention(nn.Module):
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """SDPA of q [B, heads, n, D] over k, v [B, kv_heads, L, D]; mask broadcast to [B, 1, n, L]
     (True = may attend); None: causal, query i over keys 0..i. On CUDA only the flash and math
-    kernels take GQA, and flash takes no mask: with a mask (tree-masked training, a prefill at a
-    later position) k/v expanded to every head let the memory-efficient kernel run instead of
-    math, which materialises [B, heads, n, L]."""
+    kernels take GQA, and flash takes no mask and no float32: otherwise (tree-masked training, a
+    prefill at a later position, float32) k/v expanded to every head let the memory-efficient
+    kernel run instead of math, which materialises [B, heads, n, L]."""
     heads = q.shape[1]
-    if mask is not None and q.is_cuda and k.shape[1] != heads:
+    flash = mask is None and q.dtype in (torch.float16, torch.bfloat16)
+    if q.is_cuda and k.shape[1] != heads and not flash:
         k, v = (t.repeat_interleave(heads // k.shape[1], dim=1) for t in (k, v))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
                                           enable_gqa=k.shape[1] != heads)
