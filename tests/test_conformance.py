@@ -306,6 +306,9 @@ def test_blockwise_attention_is_attention():
     fused = rel_err(torch.nn.functional.scaled_dot_product_attention(*low), exact)
     ours = attention(*low)  # blockwise: bf16 on the CPU
     assert ours.dtype == torch.bfloat16 and rel_err(ours, exact) <= max(4 * fused, 2 ** -7)
+    trained = [t.clone().requires_grad_() for t in low]  # training takes the fused kernel
+    attention(*trained).float().sum().backward()
+    assert all(t.grad is not None for t in trained)
 
 
 # ---- the prompt of §4 ------------------------------------------------------------------------

@@ -48,8 +48,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     """Non-causal attention, scale 1/sqrt(head_dim), over [..., n, head_dim]. In bf16 on the CPU,
     `blockwise_attention`: PyTorch's CPU flash kernel runs bf16 at the fp32 matmul rate there, and
     plain bf16 matmuls over blocks of queries take the ViT's attention in about half the time
-    (bench/NOTES.md); elsewhere PyTorch's fused kernels."""
-    if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+    (bench/NOTES.md); elsewhere, and for training (its `out=` writes take no gradient), PyTorch's
+    fused kernels."""
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16 and not q.requires_grad:
         return blockwise_attention(q, k, v)
     return F.scaled_dot_product_attention(q, k, v)
 
