@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pymupdf
 
+from hpd_training import dockind
 from hpd_training.manifest import EVAL_QUOTA, NAME, Manifest, PageRecord, load, pages_within, write
 from hpd_training.pagelayout import Rejected
 from hpd_training.realpage import DPI, RealPage, real_page
@@ -73,11 +74,12 @@ def selected_pages(pdf: Path, pages: list[int]) -> bytes:
 
 
 def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = (),
-                 within: tuple[int, int] | None = None) -> str:
+                 within: tuple[int, int] | None = None, columns: int | None = None) -> str:
     """Writes the bundle of at most `max_bytes`, without the pages of the bundles in `skip` (a
     second bundle to carry in another call), of the pages a shorter manifest of `within` (PDFs a
-    package, pages a PDF) holds where given (the bundles written before the manifest grew);
-    returns a summary line."""
+    package, pages a PDF) holds where given (the bundles written before the manifest grew), and
+    of the pages set in `columns` columns (`dockind.columns`) where given (a bundle to raise their
+    share by naming it again in `--real-data`); returns a summary line."""
     taken = {(e.source, e.source_page) for folder in skip for e in load_bundle(folder)}
     listed = pages_within(data / NAME, *within) if within else load(data / NAME).pages
     pages = [p for p in listed if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
@@ -88,6 +90,11 @@ def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequenc
     blobs = []  # (bytes a page, source, its records, the small PDF)
     for pdf, records in by_pdf.items():
         records = sorted(records, key=lambda p: p.page)
+        if columns is not None:
+            with pymupdf.open(data / pdf) as doc:
+                records = [p for p in records if dockind.columns(doc[p.page]) == columns]
+            if not records:
+                continue
         blob = selected_pages(data / pdf, [p.page for p in records])
         blobs.append((records[0].kind == "manual", len(blob) / len(records), stable_hash(pdf), pdf, records, blob))
     total, entries, skipped, names = 0, [], 0, set()

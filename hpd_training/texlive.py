@@ -131,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--within", type=_within, metavar="PDFSxPAGES",
                         help="bundle: of the pages of a shorter manifest (1x6: bundles 1-4; 2x12: 5-10; 4x24: 11-14; "
                              "8x48: 15-19)")
+    parser.add_argument("--columns", type=int, choices=(1, 2),
+                        help="bundle: only the pages set in this many columns (texlive-2col: 2)")
     parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     args = parser.parse_args(argv)
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_sample(args.source, args.to, args.pages))
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within, args.columns))
     return 0
 
 

@@ -141,6 +141,26 @@ def test_manifest_and_bundle_are_deterministic_and_bundle_pages_read_as_their_so
         assert drawn & {repr(training_page(folder, e).blocks) for e in entries}
 
 
+def test_a_columns_bundle_holds_the_training_pages_set_in_two_columns_and_only_those(tmp_path):
+    for name in (f"pkg{i}" for i in range(4)):
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=4)
+    doc = pymupdf.open()  # pkg4: pages 1 and 3 set in two columns, 0 and 2 in one
+    for n in range(4):
+        page = doc.new_page(width=612, height=792)
+        for x0, x1 in ((50, 296), (316, 562)) if n % 2 else ((50, 562),):
+            page.insert_textbox(pymupdf.Rect(x0, 60, x1, 700), PROSE * 3, fontsize=10, fontname="tiro")
+    (tmp_path / DOC_ROOT / "latex" / "pkg4").mkdir(parents=True)
+    doc.save(tmp_path / DOC_ROOT / "latex" / "pkg4" / "pkg4.pdf")
+    (tmp_path / DEBS).write_text("{}")
+    train = {(p.pdf, p.page) for p in build(tmp_path, workers=1).pages if p.split == "train" and p.status == "ok"}
+    two = {(pdf, page) for pdf, page in train if "pkg4" in pdf and page % 2}
+    assert len(two) == 2
+    write_bundle(tmp_path, tmp_path / "2col", columns=2)
+    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "2col")} == two
+    write_bundle(tmp_path, tmp_path / "1col", columns=1)
+    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "1col")} == train - two
+
+
 def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles_pages(tmp_path, monkeypatch):
     for name in (f"pkg{i}" for i in range(8)):
         pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=8)
