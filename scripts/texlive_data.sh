@@ -36,5 +36,7 @@ bundle texlive-train10 24.5 --within 2x12
 for n in 11 12 13 14; do bundle texlive-train$n 55 --within 4x24; done
 for n in 15 16 17 18 19; do bundle texlive-train$n 55 --within 8x48; done
 for n in 20 21 22 23 24; do bundle texlive-train$n 55; done
+# the pages set in two columns, again (all are in bundles 1-24): named in --real-data to raise their share
+[ -e data/texlive-2col/bundle.json ] || "${T[@]}" bundle --out data/texlive --to data/texlive-2col --max-mb 55 --columns 2
 [ -e data/texlive-seen/manifest.json ] || "${T[@]}" sample --from data/texlive-train --to data/texlive-seen
 [ -e data/texlive-unseen8/manifest.json ] || "${T[@]}" sample --from data/texlive-train8 --to data/texlive-unseen8
