@@ -2,7 +2,8 @@
 
 Read with `rawdict` without TEXT_PRESERVE_LIGATURES, so MuPDF splits ligature glyphs into their
 letters; any ligature code point left (U+FB00-FB06) is expanded here, its letters sharing the
-glyph's box; a spacing accent drawn over the next letter is composed with it (`compose_accents`:
+glyph's box; a lone surrogate (some fonts' ToUnicode maps give MuPDF half of a pair) becomes
+U+FFFD, an unreadable glyph; a spacing accent drawn over the next letter is composed with it (`compose_accents`:
 old TeX fonts draw `\\"o` as `¨` + `o`). Spaces are MuPDF's (TeX writes none; MuPDF inserts them at word gaps) and are kept
 in the text but carry no glyph. Order is the content stream's, which for TeX output is the
 typesetting order: columns one after another, footnotes after the body.
@@ -79,7 +80,8 @@ def _chars(span: dict) -> list[Char]:
     out = []
     for raw in span["chars"]:
         x0, _, x1, _ = raw["bbox"]
-        letters = LIGATURES.get(raw["c"], raw["c"])
+        c = "\ufffd" if "\ud800" <= raw["c"] <= "\udfff" else raw["c"]  # a lone surrogate: no tokenizer takes it
+        letters = LIGATURES.get(c, c)
         step = (x1 - x0) / len(letters)
         y = raw["origin"][1] - 0.3 * size
         out += [Char(c, x0 + step * (i + 0.5), y, size, bold, math) for i, c in enumerate(letters)]

@@ -10,8 +10,10 @@ import matplotlib
 import numpy as np
 import pymupdf
 import pytest
+from tokenizers import Tokenizer
 
 from hpd_core.grammar import has_content, parse_blocks
+from hpd_core.loader import BUNDLED
 from hpd_training import labels
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.realpage import DPI, real_page
@@ -97,6 +99,27 @@ def test_caption_is_image_caption_and_raster_image_is_an_image_block_without_con
     assert [b.label for b in sample.blocks] == ["image", "image_caption", "text"]
     assert sample.blocks[0].bbox == (245, 126, 735, 410)
     assert sample.children_texts[0] == "Figure 3: A red rectangle." and len(sample.children_texts) == 2
+
+
+def test_a_lone_surrogate_in_the_text_layer_is_an_unreadable_glyph_that_tokenizes(monkeypatch):
+    # Some fonts' ToUnicode maps give MuPDF half of a surrogate pair; the tokenizer refuses such a
+    # string ("TextInputSequence must be str"), which stopped a training run (docs/training.md, session 37).
+    doc, page = new_page()
+    paragraph(page, (72, 72, 540, 200))
+    get_text = pymupdf.Page.get_text
+
+    def with_surrogate(self, option="text", **kw):
+        out = get_text(self, option, **kw)
+        if option == "rawdict":
+            out["blocks"][0]["lines"][0]["spans"][0]["chars"][1]["c"] = "\ud835"
+        return out
+
+    monkeypatch.setattr(pymupdf.Page, "get_text", with_surrogate)
+    record = real_page(page)
+    tokenizer = Tokenizer.from_file(str(BUNDLED["hpd-tiny-docs"][0] / "tokenizer.json"))
+    for text in record.children_texts:
+        tokenizer.encode(text, add_special_tokens=False)
+    assert "\ufffd" in record.children_texts[0] and record.child_trained == [False]
 
 
 def test_math_font_block_is_a_formula_whose_content_is_not_trained():
