@@ -12,6 +12,7 @@ body size.
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train
     python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   # write_evaluation
     python -m hpd_training.texlive sample --from data/texlive-train --to data/texlive-seen  # write_sample
+    python -m hpd_training.texlive check --from data/texlive-train20   # check_bundle, before a device call
     # then, on the training machine:
     from hpd_training.bundle import load_bundle, training_page
     entries = load_bundle(folder); page = training_page(folder, entries[0])  # a RealPage
@@ -20,11 +21,14 @@ body size.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -162,6 +166,66 @@ def write_sample(folder: Path, to: Path, pages: int = 32) -> str:
                     for i, e in enumerate(group)]
     write(to / NAME, Manifest(records), [])
     return f"{len(records)} pages of {folder} in {len(by_file)} files; kinds {dict(Counter(r.kind for r in records))}"
+
+
+@dataclass(frozen=True)
+class BundleCheck:
+    folder: Path
+    ok: int
+    rejected: int
+    failed: list[str]   # "FILE page N: Error: message"
+
+    def summary(self) -> str:
+        return (f"{self.folder}: {self.ok} pages ok, {self.rejected} rejected, {len(self.failed)} failed"
+                + "".join(f"\n  {line}" for line in self.failed))
+
+
+def check_bundle(folder: Path, model: Path, workers: int = 1, progress: bool = False) -> BundleCheck:
+    """Turns every page of the bundle into a training sample as `hpd_training.train` does (the
+    fork prompt and the `plain` one, with the tokenizer and tiles of the checkpoint in `model`) and
+    names each page that raises: one such page stops a run's data loader
+    and with it the device call (docs/training.md, session 37). Pages the rules reject now are
+    counted apart (the source draws another). `progress`: a line on stderr every 500 pages."""
+    entries = load_bundle(folder)
+    jobs = [(folder, e) for e in entries]
+    outcomes: list[str] = []
+    with multiprocessing.Pool(workers, _load_checker, (model,)) if workers > 1 else nullcontext() as pool:
+        if pool is None:
+            _load_checker(model)
+        for out in pool.imap(_check_page, jobs, chunksize=8) if pool else map(_check_page, jobs):
+            outcomes.append(out)
+            if progress and len(outcomes) % 500 == 0:
+                print(f"{folder}: {len(outcomes)} of {len(jobs)} pages checked", file=sys.stderr, flush=True)
+    failed = [f"{e.file} page {e.page}: {out}" for e, out in zip(entries, outcomes) if out not in ("ok", "rejected")]
+    return BundleCheck(folder, outcomes.count("ok"), outcomes.count("rejected"), failed)
+
+
+_checker: tuple = ()  # (config, tokenizer) of this process, set by _load_checker
+
+
+def _load_checker(model: Path) -> None:
+    global _checker
+    from tokenizers import Tokenizer
+
+    from hpd_core.config import HPDConfig
+    from hpd_core.tokenizer import HPDTokenizer
+    config = HPDConfig.load(model / "config.json")
+    _checker = config, HPDTokenizer(Tokenizer.from_file(str(model / "tokenizer.json")), config)
+
+
+def _check_page(job: tuple[Path, BundlePage]) -> str:
+    from hpd_training.train.data import Stage, sample
+    config, tok = _checker
+    try:
+        page = training_page(*job)
+    except Rejected:
+        return "rejected"
+    try:
+        for plain in (0.0, 1.0):
+            sample(0, Stage((lambda _: page,), 1, 0.0, plain_fraction=plain), config, tok)
+    except Exception as err:  # the point: name whatever would stop a training run
+        return f"{type(err).__name__}: {err}"
+    return "ok"
 
 
 def load_bundle(folder: Path) -> list[BundlePage]:

@@ -6,6 +6,7 @@ unpacked (`fetch`), listed as TeX Live packages (`packages`) and split by packag
     python -m hpd_training.texlive bundle --out data/texlive --to data/texlive-train   (bundle.py)
     python -m hpd_training.texlive evalset --out data/texlive --to data/texlive-eval   (the evaluation pages)
     python -m hpd_training.texlive sample --from data/texlive-train --to data/texlive-seen   (a bundle's pages)
+    python -m hpd_training.texlive check --from data/texlive-train20   (every page a training sample)
 
 A TeX Live package is a CTAN folder `usr/share/doc/texlive-doc/<area>/<package>/`; its name
 without the area is the split key (`latex/base` and `latex-dev/base` hold the same documents).
@@ -121,7 +122,7 @@ def _within(text: str) -> tuple[int, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpd_training.texlive", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset", "sample"))
+    parser.add_argument("command", choices=("fetch", "debs", "manifest", "bundle", "evalset", "sample", "check"))
     parser.add_argument("--out", type=Path, default=Path("data/texlive"), help="data folder")
     parser.add_argument("--to", type=Path, default=Path("data/texlive-train"), help="bundle folder")
     parser.add_argument("--workers", type=int, default=2)
@@ -135,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="bundle: only the pages set in this many columns (texlive-2col: 2)")
     parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
+    parser.add_argument("--model", type=Path, default=Path("assets/hpd-tiny-docs"),
+                        help="check: the checkpoint whose tokenizer and tiles the samples take")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         for deb in fetch(args.out):
@@ -152,6 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.source is None:
             parser.error("sample wants --from BUNDLE")
         print(write_sample(args.source, args.to, args.pages))
+    elif args.command == "check":
+        from hpd_training.bundle import check_bundle
+        if args.source is None:
+            parser.error("check wants --from BUNDLE")
+        checked = check_bundle(args.source, args.model, args.workers, progress=True)
+        print(checked.summary())
+        return 1 if checked.failed else 0
     else:
         from hpd_training.bundle import write_bundle
         print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within, args.columns))

@@ -12,6 +12,7 @@ import numpy as np
 import pymupdf
 import pytest
 
+from hpd_core.loader import BUNDLED
 from hpd_training import bundle, dockind, manifest, texlive
 from hpd_training.bundle import load_bundle, training_page, write_bundle, write_evaluation, write_sample
 from hpd_training.manifest import PageRecord, build, choose_evaluation
@@ -159,6 +160,32 @@ def test_a_columns_bundle_holds_the_training_pages_set_in_two_columns_and_only_t
     assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "2col")} == two
     write_bundle(tmp_path, tmp_path / "1col", columns=1)
     assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "1col")} == train - two
+
+
+def test_the_bundle_check_turns_every_page_into_a_sample_and_names_the_pages_that_raise(tmp_path, monkeypatch):
+    for name in (f"pkg{i}" for i in range(3)):
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=3)
+    (tmp_path / DEBS).write_text("{}")
+    build(tmp_path, workers=1)
+    write_bundle(tmp_path, tmp_path / "bundle")
+    entries = load_bundle(tmp_path / "bundle")
+    model = BUNDLED["hpd-tiny-docs"][0]
+    checked = bundle.check_bundle(tmp_path / "bundle", model)
+    assert (checked.ok, checked.rejected, checked.failed) == (len(entries), 0, [])
+    assert bundle.check_bundle(tmp_path / "bundle", model, workers=2) == checked
+
+    page = bundle.training_page
+
+    def with_a_lone_surrogate(folder, entry):  # what stopped r59: a text the tokenizer refuses
+        out = page(folder, entry)
+        if entry == entries[1]:
+            out.blocks[0] = replace(out.blocks[0], text="\ud835")
+        return out
+
+    monkeypatch.setattr(bundle, "training_page", with_a_lone_surrogate)
+    checked = bundle.check_bundle(tmp_path / "bundle", model)
+    assert checked.ok == len(entries) - 1 and len(checked.failed) == 1
+    assert checked.failed[0].startswith(f"{entries[1].file} page {entries[1].page}: TypeError")
 
 
 def test_a_longer_manifest_keeps_its_pages_and_a_bundle_skips_an_earlier_bundles_pages(tmp_path, monkeypatch):
