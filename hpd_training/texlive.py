@@ -152,13 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_evaluation(args.out, args.to))
     elif args.command == "sample":
         from hpd_training.bundle import write_sample
-        if args.source is None:
-            parser.error("sample wants --from BUNDLE")
+        if args.source is None or not (args.source / "bundle.json").exists():
+            parser.error(f"sample wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
         print(write_sample(args.source, args.to, args.pages))
     elif args.command == "check":
         from hpd_training.bundle import check_bundle
-        if args.source is None:
-            parser.error("check wants --from BUNDLE")
+        if args.source is None or not (args.source / "bundle.json").exists():
+            parser.error(f"check wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
         checked = check_bundle(args.source, args.model, args.workers, progress=True)
         print(checked.summary())
         return 1 if checked.failed else 0

@@ -286,3 +286,10 @@ def test_within_is_pdfs_x_pages_and_anything_else_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         texlive.main(["bundle", "--within", "2,12"])
     assert exit_.value.code == 2 and "'2,12' is not PDFSxPAGES" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["check", "sample"])
+def test_check_and_sample_of_a_folder_without_a_bundle_are_usage_errors(tmp_path, capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        texlive.main([command, "--from", str(tmp_path)])
+    assert exit_.value.code == 2 and "a folder with a bundle.json" in capsys.readouterr().err
