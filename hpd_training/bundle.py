@@ -183,9 +183,9 @@ class BundleCheck:
 def check_bundle(folder: Path, model: Path, workers: int = 1, progress: bool = False) -> BundleCheck:
     """Turns every page of the bundle into a training sample as `hpd_training.train` does (the
     fork prompt and the `plain` one, with the tokenizer and tiles of the checkpoint in `model`) and
-    names each page that raises: one such page stops a run's data loader
-    and with it the device call (docs/training.md, session 37). Pages the rules reject now are
-    counted apart (the source draws another). `progress`: a line on stderr every 500 pages."""
+    names each page that raises: one such page stops a run's data loader and with it the device
+    call (docs/training.md, session 37). Pages the rules reject now are counted apart (the source
+    draws another). `progress`: a line on stderr every 500 pages."""
     entries = load_bundle(folder)
     jobs = [(folder, e) for e in entries]
     outcomes: list[str] = []

@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "8x48: 15-19)")
     parser.add_argument("--columns", type=int, choices=(1, 2),
                         help="bundle: only the pages set in this many columns (texlive-2col: 2)")
-    parser.add_argument("--from", dest="source", type=Path, help="sample: the bundle to take pages from")
+    parser.add_argument("--from", dest="source", type=Path, help="sample, check: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     parser.add_argument("--model", type=Path, default=Path("assets/hpd-tiny-docs"),
                         help="check: the checkpoint whose tokenizer and tiles the samples take")
@@ -151,13 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hpd_training.bundle import write_evaluation
         print(write_evaluation(args.out, args.to))
     elif args.command == "sample":
-        from hpd_training.bundle import write_sample
-        if args.source is None or not (args.source / "bundle.json").exists():
+        from hpd_training.bundle import INDEX, write_sample
+        if args.source is None or not (args.source / INDEX).exists():
             parser.error(f"sample wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
         print(write_sample(args.source, args.to, args.pages))
     elif args.command == "check":
-        from hpd_training.bundle import check_bundle
-        if args.source is None or not (args.source / "bundle.json").exists():
+        from hpd_training.bundle import INDEX, check_bundle
+        if args.source is None or not (args.source / INDEX).exists():
             parser.error(f"check wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
         checked = check_bundle(args.source, args.model, args.workers, progress=True)
         print(checked.summary())

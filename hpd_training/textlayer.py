@@ -3,10 +3,11 @@
 Read with `rawdict` without TEXT_PRESERVE_LIGATURES, so MuPDF splits ligature glyphs into their
 letters; any ligature code point left (U+FB00-FB06) is expanded here, its letters sharing the
 glyph's box; a lone surrogate (some fonts' ToUnicode maps give MuPDF half of a pair) becomes
-U+FFFD, an unreadable glyph; a spacing accent drawn over the next letter is composed with it (`compose_accents`:
-old TeX fonts draw `\\"o` as `¨` + `o`). Spaces are MuPDF's (TeX writes none; MuPDF inserts them at word gaps) and are kept
-in the text but carry no glyph. Order is the content stream's, which for TeX output is the
-typesetting order: columns one after another, footnotes after the body.
+U+FFFD, an unreadable glyph; a spacing accent drawn over the next letter is composed with it
+(`compose_accents`: old TeX fonts draw `\\"o` as `¨` + `o`). Spaces are MuPDF's (TeX writes none;
+MuPDF inserts them at word gaps) and are kept in the text but carry no glyph. Order is the content
+stream's, which for TeX output is the typesetting order: columns one after another, footnotes after
+the body.
 """
 
 from __future__ import annotations
