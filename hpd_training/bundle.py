@@ -28,7 +28,6 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -189,10 +188,8 @@ def check_bundle(folder: Path, model: Path, workers: int = 1, progress: bool = F
     entries = load_bundle(folder)
     jobs = [(folder, e) for e in entries]
     outcomes: list[str] = []
-    with multiprocessing.Pool(workers, _load_checker, (model,)) if workers > 1 else nullcontext() as pool:
-        if pool is None:
-            _load_checker(model)
-        for out in pool.imap(_check_page, jobs, chunksize=8) if pool else map(_check_page, jobs):
+    with multiprocessing.Pool(workers, _load_checker, (model,)) as pool:
+        for out in pool.imap(_check_page, jobs, chunksize=8):
             outcomes.append(out)
             if progress and len(outcomes) % 500 == 0:
                 print(f"{folder}: {len(outcomes)} of {len(jobs)} pages checked", file=sys.stderr, flush=True)

@@ -150,15 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "evalset":
         from hpd_training.bundle import write_evaluation
         print(write_evaluation(args.out, args.to))
-    elif args.command == "sample":
-        from hpd_training.bundle import INDEX, write_sample
+    elif args.command in ("sample", "check"):
+        from hpd_training.bundle import INDEX, check_bundle, write_sample
         if args.source is None or not (args.source / INDEX).exists():
-            parser.error(f"sample wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
-        print(write_sample(args.source, args.to, args.pages))
-    elif args.command == "check":
-        from hpd_training.bundle import INDEX, check_bundle
-        if args.source is None or not (args.source / INDEX).exists():
-            parser.error(f"check wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
+            parser.error(f"{args.command} wants --from BUNDLE, a folder with a bundle.json (got {args.source})")
+        if args.command == "sample":
+            print(write_sample(args.source, args.to, args.pages))
+            return 0
         checked = check_bundle(args.source, args.model, args.workers, progress=True)
         print(checked.summary())
         return 1 if checked.failed else 0
