@@ -76,6 +76,15 @@ def pad_layout(layout: Layout, bucket: Bucket, scratch: int, block_size: int) ->
                   pad_rows(layout.row_group, bucket.rows, -1), pad_rows(layout.row_slot, bucket.rows, 0))
 
 
+def refill(static: Layout, layout: Layout) -> None:
+    """Copy a padded forward's layout into a graph's static one, tensor by tensor (`causal` is a
+    flag, False in every padded layout: the graphs run only decode forwards)."""
+    for f in fields(Layout):
+        value = getattr(layout, f.name)
+        if isinstance(value, torch.Tensor):
+            getattr(static, f.name).copy_(value)
+
+
 def capture(run, pool) -> tuple[torch.cuda.CUDAGraph, object]:
     """`run()` captured as a CUDA graph in memory pool `pool`, and what the captured call returned
     (its static outputs). Capture needs a warm-up run on a side stream first; it does what the
@@ -175,8 +184,7 @@ class DecodeGraphs:
             captured = self.graphs[bucket] = self._capture(decoder, cache, embeds, padded)
         else:
             captured.embeds.copy_(embeds)
-            for f in fields(Layout):
-                getattr(captured.layout, f.name).copy_(getattr(padded, f.name))
+            refill(captured.layout, padded)
         captured.graph.replay()
         return captured.out[:b].clone()
 

@@ -4,12 +4,14 @@ no NaN anywhere; drafts run all at once over padded rows, the confidence stop ap
 are the drafts of the one-by-one loop (float64, run eagerly on the CPU; the replay itself, with
 the compiled kernels load_engine chooses there, is checked on CUDA)."""
 
+from dataclasses import fields
+
 import pytest
 import torch
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.graphs import Bucket, DecodeGraphs, DraftGraphs, pad_layout
-from hpd_core.kv_cache import KVCache
+from hpd_core.graphs import Bucket, DecodeGraphs, DraftGraphs, pad_layout, refill
+from hpd_core.kv_cache import KVCache, Layout
 from hpd_core.model.kernels import EAGER
 from hpd_core.model.language import LanguageModel
 from hpd_core.speculative import all_drafts, draft
@@ -113,6 +115,23 @@ def test_buckets_round_every_dimension_up_to_a_power_of_two_and_pad_rows_out_of_
     assert padded.positions.shape == (8, 2) and padded.slots.shape == (16,)
     assert padded.row_group[7] == -1 and (padded.slots[14:] // cache.block_size == cache.scratch).all()
     assert (padded.rest_blocks[7] == cache.scratch).all()
+
+
+def test_a_replay_refills_every_tensor_of_the_captured_layout_with_the_next_forwards():
+    """What a graph replay reads: the static layout of the capture, refilled from the next decode
+    forward of the same bucket (the layout's `causal` flag is no tensor; a replay once failed on it)."""
+    lm: LanguageModel = random_model(ours_config(), seed=4).language_model.double()
+    cache, rows = pages_with_children(lm, 7)
+    padded = []
+    for order in (rows, rows[::-1]):
+        layout = cache.layout(order, torch.tensor([[cache.lengths[r]] for r in order]))
+        padded.append(pad_layout(layout, Bucket.of(layout), cache.scratch, cache.block_size))
+    static, following = padded
+    assert Bucket.of(static) == Bucket.of(following) and not torch.equal(static.slots, following.slots)
+    refill(static, following)
+    for f in fields(Layout):
+        got, want = getattr(static, f.name), getattr(following, f.name)
+        assert torch.equal(got, want) if isinstance(want, torch.Tensor) else got == want, f.name
 
 
 def test_the_scratch_block_is_not_in_use_and_reset_frees_everything_else():
