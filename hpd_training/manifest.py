@@ -28,14 +28,14 @@ from hpd_training.dockind import kind_of
 from hpd_training.pagelayout import Rejected, extract
 from hpd_training.texlive import Package, packages, stable_hash
 
-# every training package (1,966 in Debian 12), every PDF of each (at most 210: glossaries-extra), 96 pages
-# of each: far more than one 55 MB bundle holds (~11-35 KB a page); bundles are carried one a call
-# (`bundle --skip`). The bundles were written from shorter manifests of the same hash orders, whose pages
-# this one keeps: 1-4 (sessions 12-15) from one of one PDF and 6 pages a package, 5-10 (sessions 24-27)
-# from one of two PDFs and 12 pages, 11-14 (session 33) from one of four PDFs and 24 pages, 15-19
-# (session 34) from one of eight PDFs and 48 pages; `pages_within` picks their pages out again, and
-# later bundles skip them
-TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 256, 96
+# every training package (1,966 in Debian 12), every PDF of each (at most 210: glossaries-extra), every page
+# of each (at most 1,611): far more than one 55 MB bundle holds (~11-35 KB a page); bundles are carried one
+# a call (`bundle --skip`). The bundles were written from shorter manifests of the same hash orders, whose
+# pages this one keeps: 1-4 (sessions 12-15) from one of one PDF and 6 pages a package, 5-10 (sessions
+# 24-27) from one of two PDFs and 12 pages, 11-14 (session 33) from one of four PDFs and 24 pages, 15-19
+# (session 34) from one of eight PDFs and 48 pages, 20-24 and the two-column bundle (session 35) from one of
+# every PDF and 96 pages; `pages_within` picks their pages out again, and later bundles skip them
+TRAIN_PACKAGES, TRAIN_PDFS, TRAIN_PAGES = 2000, 256, 2048
 EVAL_CANDIDATES, EVAL_PER_PDF, EVAL_PER_PACKAGE = 3, 2, 4
 EVAL_QUOTA = {"manual": 40, "paper-1col": 15, "paper-2col": 15, "thesis": 10, "letter": 10, "slides": 10,
               "poster": 6}
