@@ -202,12 +202,10 @@ _checker: tuple = ()  # (config, tokenizer) of this process, set by _load_checke
 
 def _load_checker(model: Path) -> None:
     global _checker
-    from tokenizers import Tokenizer
-
     from hpd_core.config import HPDConfig
     from hpd_core.tokenizer import HPDTokenizer
     config = HPDConfig.load(model / "config.json")
-    _checker = config, HPDTokenizer(Tokenizer.from_file(str(model / "tokenizer.json")), config)
+    _checker = config, HPDTokenizer.load(model, config)
 
 
 def _check_page(job: tuple[Path, BundlePage]) -> str:
