@@ -112,9 +112,9 @@ BUNDLED_NOTES = {
                  "now and then splits or merges paragraphs, and reads almost nothing of real PDFs (word F1 0.08 "
                  "on 106 held-out TeX Live pages). For real documents run the app with `--model hpd-tiny-docs` "
                  "(a preview) or `--model PaddlePaddle/HPD-Parsing`."),
-    "hpd-tiny-docs": ("  \nThis bundled model is a 21 M preview trained 160 GPU minutes on TeX Live documentation "
+    "hpd-tiny-docs": ("  \nThis bundled model is a 21 M preview trained 176 GPU minutes on TeX Live documentation "
                       "pages and synthetic documents, read at 150 DPI: on 106 pages of packages it never saw it reads "
-                      "about seven words in ten (word F1 0.72, text edit distance 0.28), with misspelt words "
+                      "about three words in four (word F1 0.75, text edit distance 0.26), with misspelt words "
                       "and missed, split or invented blocks; on landscape pages (slides) its boxes land in the "
                       "wrong place. For faithful text run the app with `--model PaddlePaddle/HPD-Parsing`."),
 }

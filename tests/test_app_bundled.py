@@ -89,7 +89,7 @@ def test_hpd_tiny_docs_app_lists_its_real_examples_renders_at_150_dpi_and_reads_
         examples = page.locator("body").inner_text()
         assert "texlive-lps.pdf" in examples and "synth-dense.png" not in examples  # its own examples only
         assert page.locator("#dpi input[type=number]").input_value() == "150"  # the model's render DPI
-        assert "seven words in ten" in page.locator("#engine-info").inner_text()
+        assert "three words in four" in page.locator("#engine-info").inner_text()
         upload(page, FOLDER / "texlive-lps.pdf")
         set_checked(page, "batch-children", True)
         parse(page, timeout=240_000)

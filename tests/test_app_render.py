@@ -201,7 +201,7 @@ def _view(branches, round=1, elapsed=1.0):
 
 
 def test_each_bundled_model_says_what_it_can_read_and_others_do_not():
-    for name, read in (("hpd-tiny", "reads large print"), ("hpd-tiny-docs", "seven words in ten")):
+    for name, read in (("hpd-tiny", "reads large print"), ("hpd-tiny-docs", "three words in four")):
         bundled = info_markdown(EngineInfo(f"bundled {name}", str(BUNDLED[name][0]), "cpu", "float32", 21_037_824, True))
         assert bundled.endswith(BUNDLED_NOTES[name]) and read in bundled
     other = info_markdown(EngineInfo("HPD-Parsing", "/models/HPD-Parsing", "cuda", "bfloat16", 1_070_000_000, True))
