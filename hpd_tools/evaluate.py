@@ -18,8 +18,9 @@ words read by type size) in tables by kind of document and by type size.
 Scores (metrics.py): page edit distance (micro-averaged), block precision/recall/F1 at
 IoU >= 0.5, label accuracy of matched blocks, reading-order distance, table TEDS; with P-MTP,
 tau (tokens per branch step: 1 + accepted drafts, over all pages' steps); where the edits
-are, by kind of block (`metrics.edits_by_kind`); and how long the outputs ran (`lengths`: tokens
-against the median page's, text against the truth's length). Writes
+are, by kind of block (`metrics.edits_by_kind`); how long the outputs ran (`lengths`: tokens
+against the median page's, text against the truth's length); and on pages set in two columns, how
+many had a column left unread (`columns`). Writes
 <out>/pages.csv and pages.json (per page) and summary.json / summary.md (all pages, with the
 the bundled model's targets in docs/training.md). --baseline DIR adds the page-by-page
 comparison with an earlier run's pages.csv (`paired`): two checkpoints' means over the same
@@ -50,7 +51,8 @@ from hpd_tools.files import safe_name, write_atomic
 from hpd_tools.forms import UsageError, add_option_arguments, options_from_args
 from hpd_core.documents import DEFAULT_DPI, DocumentError, count_pages, iter_pages
 from hpd_core.grammar import Block, format_assembled
-from hpd_tools.metrics import SIZE_BUCKETS, aggregate, aggregate_text, edits_by_kind, evaluate_page, score_text
+from hpd_tools.metrics import (SIZE_BUCKETS, aggregate, aggregate_text, edits_by_kind, evaluate_page, score_text,
+                              unread_column)
 from hpd_core.result import Stats
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
@@ -61,7 +63,7 @@ TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "label_accuracy":
            "tau": (4.0, True)}
 COLUMNS = ("page", "edit_distance", "precision", "recall", "f1", "label_accuracy", "reading_order", "teds",
            "tau", "gt_blocks", "pred_blocks", "tokens", "length_ratio", "seconds", "kind", "text_edit_distance",
-           "word_f1")
+           "word_f1", "unread_column")
 RUNAWAY = 3.0  # a page is runaway output at more than 3x the median page's tokens, or 3x its truth's length
 # Scores compared page by page with --baseline: (column, higher is better)
 PAIRED = (("text_edit_distance", False), ("word_f1", True), ("edit_distance", False), ("f1", True), ("tau", True))
@@ -174,6 +176,7 @@ def score(engine, samples: Sequence[Sample], options) -> tuple[list[dict], list,
                      "gt_blocks": len(sample.truth), "pred_blocks": len(result.blocks),
                      "tokens": result.stats.generated_tokens, "seconds": result.stats.wall_seconds,
                      "length_ratio": len(result.text) / max(1, len(truth)),
+                     "unread_column": unread_column(result.blocks, sample.truth),
                      "predicted": result.text, "truth": truth})
         scores.append(page)
         stats.append(result.stats)
@@ -198,6 +201,12 @@ def lengths(rows: Sequence[dict]) -> dict[str, float | int]:
     return {"median_tokens": median, "max_tokens_over_median": tokens[-1] / median if median else 0.0,
             "pages_over_median": sum(t > RUNAWAY * median for t in tokens),
             "max_length_ratio": max(ratios), "pages_over_length": sum(x > RUNAWAY for x in ratios)}
+
+
+def columns(rows: Sequence[dict]) -> dict[str, int]:
+    """The pages set in two columns and those of them with a column left unread (`metrics.unread_column`)."""
+    flags = [r["unread_column"] for r in rows if r["unread_column"] is not None]
+    return {"pages": len(flags), "unread": sum(flags)}
 
 
 def read_pages(folder: Path) -> list[dict]:
@@ -260,7 +269,9 @@ def summary_table(summary: dict) -> str:
     lines += ["", f"Output length: median {n['median_tokens']:g} tokens a page, at most "
               f"{n['max_tokens_over_median']:.1f}x that ({n['pages_over_median']} pages over {RUNAWAY:g}x); "
               f"assembled text at most {n['max_length_ratio']:.1f}x its truth's length "
-              f"({n['pages_over_length']} pages over {RUNAWAY:g}x)."]
+              f"({n['pages_over_length']} pages over {RUNAWAY:g}x).",
+              "", f"Two columns: {summary['columns']['unread']} of the {summary['columns']['pages']} pages set in "
+              "two columns had a column left unread (under a quarter of its blocks reached: `metrics.unread_column`)."]
     return "\n".join(lines)
 
 
@@ -356,7 +367,7 @@ def run(args) -> str:
             "model_path": info.path, "pages": described, "options": repr(options)}
     out = args.out or RESULTS / safe_name(f"eval-{info.name}")
     summary = {**aggregate(scores).as_dict(), "tau": mean_accepted_length(stats) if options.use_mtp else None,
-               "by_kind": edits_by_kind(scores), "lengths": lengths(rows)}
+               "by_kind": edits_by_kind(scores), "lengths": lengths(rows), "columns": columns(rows)}
     if args.real is not None:
         summary["real"] = real_tables([s.kind for s in samples], scores, texts)
     if baseline is not None:

@@ -315,6 +315,37 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# ---------------------------------------------------------------- columns
+#
+# A page set in two columns whose layout branch writes one column and ends the page (or starts in
+# the second and never goes back) loses half its text at once, and the block scores hide why. A
+# truth block is in a column when it is column-wide (at least a tenth of the page) and lies wholly
+# in the page's left or right half (with a 2% gutter); a page has two columns when each holds
+# at least COLUMN_BLOCKS of them. A block is reached when predicted boxes cover at least half its
+# area (split or merged predictions reach it too); a column is unread when fewer than a quarter of
+# its blocks are reached.
+
+COLUMN_BLOCKS = 3
+
+
+def unread_column(pred: Sequence[Block], gt: Sequence[Block]) -> bool | None:
+    """Whether the prediction left a column of a two-column page unread; None when the truth is
+    not set in two columns (module comment above)."""
+    wide = [b.bbox for b in gt if b.bbox is not None and b.bbox[2] - b.bbox[0] >= 100]
+    columns = ([box for box in wide if box[2] <= 520], [box for box in wide if box[0] >= 480])
+    if min(len(column) for column in columns) < COLUMN_BLOCKS:
+        return None
+    boxes = [b.bbox for b in pred if b.bbox is not None]
+    return any(sum(_covered(box, boxes) for box in column) < len(column) / 4 for column in columns)
+
+
+def _covered(box: tuple[int, int, int, int], boxes: Sequence[tuple[int, int, int, int]]) -> bool:
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    inside = sum(max(0, min(box[2], b[2]) - max(box[0], b[0])) * max(0, min(box[3], b[3]) - max(box[1], b[1]))
+                 for b in boxes)
+    return area > 0 and inside >= area / 2
+
+
 # ---------------------------------------------------------------- real pages (text layer as truth)
 #
 # A real page's truth is its text layer (hpd_training.pagelayout), which gives the words and their

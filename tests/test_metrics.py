@@ -3,7 +3,7 @@ from hypothesis import given, strategies as st
 
 from hpd_core.grammar import Block
 from hpd_tools.metrics import (aggregate, edits_by_kind, evaluate_page, iou, match_blocks, parse_table,
-                              teds, text_edit_distance)
+                              teds, text_edit_distance, unread_column)
 
 TABLE = "<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>12.5</td></tr></table>"
 # Nodes: table, 2 tr, 4 td = 7.
@@ -153,3 +153,30 @@ def test_edits_are_split_by_true_label_and_into_missed_and_extra_blocks():
     assert by_kind["table"] == {"blocks": 1, "edit_distance": 0.0, "share_of_edits": 0.0}
     assert sum(row["share_of_edits"] for row in by_kind.values()) == pytest.approx(1.0)
     assert sum(p.edit_errors for p in pages) == errors
+
+
+# A paper page: a full-width title, then three paragraphs in each column.
+TWO_COLUMNS = [Block("title", (80, 40, 920, 90), "Title")] + [
+    Block("text", (x, y, x + 400, y + 250), "words") for x in (60, 540) for y in (120, 400, 680)]
+
+
+def test_a_two_column_page_read_whole_leaves_no_column_unread():
+    assert unread_column(TWO_COLUMNS, TWO_COLUMNS) is False
+    # one predicted box over a whole column reaches each of its paragraphs
+    merged = [TWO_COLUMNS[0], Block("text", (60, 120, 460, 930)), Block("text", (540, 120, 940, 930))]
+    assert unread_column(merged, TWO_COLUMNS) is False
+
+
+@pytest.mark.parametrize("kept", ["left", "right"])
+def test_a_column_the_layout_branch_skipped_is_unread(kept):
+    x = 60 if kept == "left" else 540
+    one_side = [b for b in TWO_COLUMNS if b.bbox[0] in (80, x)]
+    assert unread_column(one_side, TWO_COLUMNS) is True
+    # reaching one of the skipped side's three paragraphs (a third: over the quarter) reads the column
+    other = next(b for b in TWO_COLUMNS if b.bbox[0] not in (80, x))
+    assert unread_column(one_side + [other], TWO_COLUMNS) is False
+
+
+def test_a_page_without_two_columns_has_no_column_to_leave_unread():
+    assert unread_column([], PAGE) is None
+    assert unread_column([], TWO_COLUMNS[:4] + TWO_COLUMNS[5:]) is None  # two paragraphs on the right: no column
