@@ -1,11 +1,15 @@
 """The host's share of a decode round at many rows: `KVCache.layout` (block reservations, the
 forward's write slots and read tables) for the fork pattern of the replay's trace.
 
-    python -m bench.host_layout [--pages 200] [--children 17] [--prompt 1800] [--q 1,7] [--repeats 5]
+    python -m bench.host_layout [--pages 200] [--children 17] [--prompt 1800] [--q 1,7] [--repeats 5] [--ops]
 
 Each page: a row holding a `prompt`-token shared prefix and `children` rows forked from it at its
 end; the median time of planning one forward over all rows (each feeding q positions) on the CPU,
-where the host does this work on any device. No model: only the cache's bookkeeping.
+where the host does this work on any device. No model: only the cache's bookkeeping. With `--ops`,
+also the tensor operations that launch a kernel (`bench.layer_ops.OpCounter`) in a CUDA-graph
+decode step's host work outside its graph: the layout, its padding to the graph's bucket
+(`graphs.pad_layout`) and the copy into the captured one (`graphs.refill`); on CUDA each is a launch,
+and each list the layout turns into a tensor (`torch.tensor`, counted apart) a host-to-device copy.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
+from bench.layer_ops import OpCounter
+from hpd_core.graphs import Bucket, pad_layout, refill
 from hpd_core.kv_cache import KVCache
 
 
@@ -31,6 +38,47 @@ def forked_pages(pages: int, children: int, prompt: int) -> tuple[KVCache, list[
     return cache, rows
 
 
+class HostOps(OpCounter):
+    """OpCounter, and the tensors made from host data (`torch.tensor`: on CUDA a host-to-device copy each)."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.made += self.on and func.overloadpacket.__name__ == "lift_fresh"
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def count(self, work):
+        """work()'s result and the kernel-launching operations it ran."""
+        self.on, before = True, sum(self.ops.values())
+        try:
+            return work(), sum(self.ops.values()) - before
+        finally:
+            self.on = False
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """Kernel-launching operations of a graph step's host work outside its graph (module docstring)."""
+    layout: int
+    padding: int
+    refill: int
+    made: int  # tensors made from host data
+
+    def __str__(self) -> str:
+        return (f"layout {self.layout} ops, pad_layout {self.padding}, refill {self.refill}; "
+                f"{self.made} tensors made from host data")
+
+
+def host_ops(cache: KVCache, rows: list[int], positions: torch.Tensor) -> HostWork:
+    with HostOps() as ops:
+        layout, planned = ops.count(lambda: cache.layout(rows, positions))
+        padded, padding = ops.count(lambda: pad_layout(layout, Bucket.of(layout), cache.scratch, cache.block_size))
+        _, copied = ops.count(lambda: refill(padded, padded))
+    return HostWork(planned, padding, copied, ops.made)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=200)
@@ -38,6 +86,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=1800)
     parser.add_argument("--q", default="1,7", help="positions a row feeds (1 + drafts)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ops", action="store_true", help="count a graph step's host operations (docstring)")
     args = parser.parse_args()
     cache, rows = forked_pages(args.pages, args.children, args.prompt)
     for q in (int(x) for x in args.q.split(",")):
@@ -49,7 +98,10 @@ def main() -> None:
             cache.layout(rows, positions)
             times.append(time.perf_counter() - start)
         print(f"{len(rows)} rows, q {q}: layout {statistics.median(times) * 1000:.1f} ms (median of {args.repeats})")
+        if args.ops:
+            print(f"  {host_ops(cache, rows, positions)}")
 
 
 if __name__ == "__main__":
     main()
+
