@@ -269,9 +269,10 @@ def summary_table(summary: dict) -> str:
     lines += ["", f"Output length: median {n['median_tokens']:g} tokens a page, at most "
               f"{n['max_tokens_over_median']:.1f}x that ({n['pages_over_median']} pages over {RUNAWAY:g}x); "
               f"assembled text at most {n['max_length_ratio']:.1f}x its truth's length "
-              f"({n['pages_over_length']} pages over {RUNAWAY:g}x).",
-              "", f"Two columns: {summary['columns']['unread']} of the {summary['columns']['pages']} pages set in "
-              "two columns had a column left unread (under a quarter of its blocks reached: `metrics.unread_column`)."]
+              f"({n['pages_over_length']} pages over {RUNAWAY:g}x)."]
+    if (columns := summary["columns"])["pages"]:
+        lines += ["", f"Two columns: {columns['unread']} of the {columns['pages']} pages set in two columns had a "
+                  "column left unread (under a quarter of its blocks reached: `metrics.unread_column`)."]
     return "\n".join(lines)
 
 
