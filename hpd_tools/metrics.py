@@ -40,7 +40,7 @@ from html.parser import HTMLParser
 from apted import APTED, Config
 from rapidfuzz.distance import LCSseq, Levenshtein
 
-from hpd_core.grammar import Block, has_content, iou
+from hpd_core.grammar import BBox, Block, has_content, iou
 
 IOU_THRESHOLD = 0.5
 TABLE_LABEL = "table"
@@ -339,7 +339,7 @@ def unread_column(pred: Sequence[Block], gt: Sequence[Block]) -> bool | None:
     return any(sum(_covered(box, boxes) for box in column) < len(column) / 4 for column in columns)
 
 
-def _covered(box: tuple[int, int, int, int], boxes: Sequence[tuple[int, int, int, int]]) -> bool:
+def _covered(box: BBox, boxes: Sequence[BBox]) -> bool:
     area = (box[2] - box[0]) * (box[3] - box[1])
     inside = sum(max(0, min(box[2], b[2]) - max(box[0], b[0])) * max(0, min(box[3], b[3]) - max(box[1], b[1]))
                  for b in boxes)
