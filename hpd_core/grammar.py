@@ -43,14 +43,17 @@ def iou(a: BBox | None, b: BBox | None) -> float:
     """Intersection over union of two boxes; 0 when either is missing or empty."""
     if a is None or b is None:
         return 0.0
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    inter = max(w, 0) * max(h, 0)
-    union = _area(a) + _area(b) - inter
+    inter = intersection(a, b)
+    union = area(a) + area(b) - inter
     return inter / union if union > 0 else 0.0
 
 
-def _area(box: BBox) -> int:
+def intersection(a: BBox, b: BBox) -> int:
+    """The area two boxes share."""
+    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
+
+
+def area(box: BBox) -> int:
     return max(box[2] - box[0], 0) * max(box[3] - box[1], 0)
 
 

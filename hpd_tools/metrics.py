@@ -40,7 +40,7 @@ from html.parser import HTMLParser
 from apted import APTED, Config
 from rapidfuzz.distance import LCSseq, Levenshtein
 
-from hpd_core.grammar import BBox, Block, has_content, iou
+from hpd_core.grammar import BBox, Block, area, has_content, intersection, iou
 
 IOU_THRESHOLD = 0.5
 TABLE_LABEL = "table"
@@ -340,10 +340,7 @@ def unread_column(pred: Sequence[Block], gt: Sequence[Block]) -> bool | None:
 
 
 def _covered(box: BBox, boxes: Sequence[BBox]) -> bool:
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    inside = sum(max(0, min(box[2], b[2]) - max(box[0], b[0])) * max(0, min(box[3], b[3]) - max(box[1], b[1]))
-                 for b in boxes)
-    return area > 0 and inside >= area / 2
+    return area(box) > 0 and sum(intersection(box, b) for b in boxes) >= area(box) / 2
 
 
 # ---------------------------------------------------------------- real pages (text layer as truth)
