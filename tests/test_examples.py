@@ -116,8 +116,8 @@ def test_hpd_tiny_docs_reads_the_real_examples(read_real):
     # session 39) 0.533 on lps and 0.852 on ragged2e on a 2-core AMD EPYC (bf16 vision), against 0.171 and 0.178 for
     # the other page's words; r60 (session 38) 0.497 and 0.841, against 0.133 and 0.170; r58 (session 35) 0.617 and
     # 0.710, against 0.179 and 0.151 (r60 reads more words of the 106 held-out pages, word F1 +0.027 page by page,
-    # yet fewer of lps: one page is not a measure); r56 0.565 and 0.730, r52 0.534 and 0.732, r43 0.486 and 0.708, r39 0.494 and 0.716, r37 0.349 and 0.568,
-    # r30 0.365 and 0.503. Common words ("the", "of", "package") overlap any two pages, so the page's own words
+    # yet fewer of lps: one page is not a measure); r56 0.565 and 0.730, r52 0.534 and 0.732, r43 0.486 and 0.708,
+    # r39 0.494 and 0.716, r37 0.349 and 0.568, r30 0.365 and 0.503. Common words ("the", "of", "package") overlap any two pages, so the page's own words
     # must score clearly above the other page's. Until r34 this test counted the dot leaders of these pages'
     # tables of contents as words (r30: 0.669 on lps, where its real words score 0.365).
     for name, (image, truth, own, other) in read_real.items():
