@@ -5,11 +5,11 @@ forward's write slots and read tables) for the fork pattern of the replay's trac
 
 Each page: a row holding a `prompt`-token shared prefix and `children` rows forked from it at its
 end; the median time of planning one forward over all rows (each feeding q positions) on the CPU,
-where the host does this work on any device. No model: only the cache's bookkeeping. With `--ops`,
-also the tensor operations that launch a kernel (`bench.layer_ops.OpCounter`) in a CUDA-graph
-decode step's host work outside its graph: the layout, its padding to the graph's bucket
-(`graphs.pad_layout`) and the copy into the captured one (`graphs.refill`); on CUDA each is a launch,
-and each list the layout turns into a tensor (`torch.tensor`, counted apart) a host-to-device copy.
+where the host does this work on any device, and of a CUDA-graph decode step's whole host work
+outside its replay (`graphs.plan`: the layout padded to the graph's bucket; `graphs.pack`: into the
+one buffer the step copies to the device). No model: only the cache's bookkeeping. With `--ops`,
+also the tensor operations of each part (`bench.layer_ops.OpCounter`; all on host tensors, so on
+CUDA none launches a kernel) and the tensors made from host data (`torch.tensor`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.layer_ops import OpCounter
-from hpd_core.graphs import Bucket, pad_layout, refill
+from hpd_core.graphs import Bucket, pack, pad_layout, plan
 from hpd_core.kv_cache import KVCache
 
 
@@ -60,14 +60,14 @@ class HostOps(OpCounter):
 
 @dataclass(frozen=True)
 class HostWork:
-    """Kernel-launching operations of a graph step's host work outside its graph (module docstring)."""
+    """Tensor operations of a graph step's host work outside its graph (module docstring)."""
     layout: int
     padding: int
-    refill: int
+    packing: int
     made: int  # tensors made from host data
 
     def __str__(self) -> str:
-        return (f"layout {self.layout} ops, pad_layout {self.padding}, refill {self.refill}; "
+        return (f"layout {self.layout} ops, pad_layout {self.padding}, pack {self.packing}; "
                 f"{self.made} tensors made from host data")
 
 
@@ -75,8 +75,17 @@ def host_ops(cache: KVCache, rows: list[int], positions: torch.Tensor) -> HostWo
     with HostOps() as ops:
         layout, planned = ops.count(lambda: cache.layout(rows, positions))
         padded, padding = ops.count(lambda: pad_layout(layout, Bucket.of(layout), cache.scratch, cache.block_size))
-        _, copied = ops.count(lambda: refill(padded, padded))
-    return HostWork(planned, padding, copied, ops.made)
+        _, packing = ops.count(lambda: pack(padded))
+    return HostWork(planned, padding, packing, ops.made)
+
+
+def median_ms(work, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
 
 
 def main() -> None:
@@ -92,12 +101,10 @@ def main() -> None:
     for q in (int(x) for x in args.q.split(",")):
         positions = torch.tensor([[cache.lengths[r] + j for j in range(q)] for r in rows])
         cache.layout(rows, positions)  # the first call reserves the new blocks
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            cache.layout(rows, positions)
-            times.append(time.perf_counter() - start)
-        print(f"{len(rows)} rows, q {q}: layout {statistics.median(times) * 1000:.1f} ms (median of {args.repeats})")
+        layout, step = (median_ms(work, args.repeats) for work in (
+            lambda: cache.layout(rows, positions), lambda: pack(plan(cache, rows, positions)[1])))
+        print(f"{len(rows)} rows, q {q}: layout {layout:.2f} ms, a graph step's host work {step:.2f} ms "
+              f"(medians of {args.repeats})")
         if args.ops:
             print(f"  {host_ops(cache, rows, positions)}")
 

@@ -11,7 +11,11 @@ never changes a real row's result:
 - a padded group attends to one scratch key, so no row computes a softmax over nothing (a NaN).
 So the real rows see the same keys with the same weights; only the reduction shapes differ.
 
-On the CPU (`capture=False`) the same padded forward runs eagerly: the exactness tests check it
+A step's layout is planned and padded on the host, where its tensor operations launch no kernel,
+and reaches the device as one buffer (`pack`) in one copy, which the graph unpacks: the host's work
+outside the replay was 66 launches and 9 copies before (bench/NOTES.md, session 39).
+
+On the CPU (`capture=False`) the same padded, packed forward runs eagerly: the exactness tests check it
 against the unpadded one. A graph holds the KV pool's address: when the pool grows (or another
 cache comes), the graphs are dropped and captured again.
 """
@@ -76,13 +80,33 @@ def pad_layout(layout: Layout, bucket: Bucket, scratch: int, block_size: int) ->
                   pad_rows(layout.row_group, bucket.rows, -1), pad_rows(layout.row_slot, bucket.rows, 0))
 
 
-def refill(static: Layout, layout: Layout) -> None:
-    """Copy a padded forward's layout into a graph's static one, tensor by tensor (`causal` is a
-    flag, False in every padded layout: the graphs run only decode forwards)."""
-    for f in fields(Layout):
-        value = getattr(layout, f.name)
-        if isinstance(value, torch.Tensor):
-            getattr(static, f.name).copy_(value)
+TENSORS = [f.name for f in fields(Layout) if f.type == "torch.Tensor"]  # all but the `causal` flag
+
+
+def plan(cache: KVCache, rows: list[int], positions: torch.Tensor) -> tuple[Bucket, Layout]:
+    """A decode forward's layout, padded to its bucket, planned on the host: the positions are a
+    few ints, and there the plan's ~60 tensor operations launch no kernel (module docstring)."""
+    layout = cache.layout(rows, positions.cpu())  # reserves blocks: the pool may grow here
+    bucket = Bucket.of(layout)
+    return bucket, pad_layout(layout, bucket, cache.scratch, cache.block_size)
+
+
+def pack(layout: Layout, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The layout's tensors flattened into one int64 buffer (`out`, e.g. pinned, when given), so a
+    step's whole layout reaches the device in one copy."""
+    return torch.cat([getattr(layout, name).reshape(-1).long() for name in TENSORS], out=out)
+
+
+def unpack(flat: torch.Tensor, like: Layout) -> Layout:
+    """The layout `pack` flattened from one shaped as `like`: views of `flat`, but `prefix_valid`
+    (a bool, the one tensor computed; inside a graph, one kernel of the replay)."""
+    values, start = {}, 0
+    for name in TENSORS:
+        shape = getattr(like, name).shape
+        view = flat[start:start + shape.numel()].view(shape)
+        values[name] = view != 0 if name == "prefix_valid" else view
+        start += shape.numel()
+    return Layout(**values, causal=like.causal)
 
 
 def capture(run, pool) -> tuple[torch.cuda.CUDAGraph, object]:
@@ -151,7 +175,9 @@ class Captured:
     """One bucket's graph and the static tensors it reads and writes."""
     graph: torch.cuda.CUDAGraph
     embeds: torch.Tensor
-    layout: Layout
+    host: torch.Tensor    # the packed layout (`pack`) in pinned host memory
+    flat: torch.Tensor    # its copy on the device, which the graph unpacks
+    copied: torch.cuda.Event  # recorded after the last copy from `host`
     out: torch.Tensor
 
 
@@ -168,13 +194,11 @@ class DecodeGraphs:
     def run(self, decoder, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache,
             rows: list[int]) -> torch.Tensor:
         """Post-norm hidden states [B, q, H], as `Decoder.forward` with a cache."""
-        layout = cache.layout(rows, positions)  # reserves blocks: the pool may grow here
-        bucket = Bucket.of(layout)
-        padded = pad_layout(layout, bucket, cache.scratch, cache.block_size)
+        bucket, padded = plan(cache, rows, positions)
         embeds = pad_rows(embeds, bucket.rows, 0)
         b = len(rows)
         if not self.capture:
-            return decoder.run_layers(embeds, padded.positions, None, cache, padded)[:b]
+            return self._forward(decoder, cache, embeds, pack(padded).to(embeds.device), padded)[:b]
         key = (id(cache), cache.k.data_ptr(), cache.k.shape)
         if key != self.pool_key:  # another pool: new graphs in a new memory pool (the old one goes with them)
             self.graphs.clear()
@@ -183,12 +207,25 @@ class DecodeGraphs:
         if captured is None:
             captured = self.graphs[bucket] = self._capture(decoder, cache, embeds, padded)
         else:
+            captured.copied.synchronize()  # the last replay's copy has left the pinned buffer
+            pack(padded, out=captured.host)
+            captured.flat.copy_(captured.host, non_blocking=True)
+            captured.copied.record()
             captured.embeds.copy_(embeds)
-            refill(captured.layout, padded)
         captured.graph.replay()
         return captured.out[:b].clone()
 
+    @staticmethod
+    def _forward(decoder, cache: KVCache, embeds: torch.Tensor, flat: torch.Tensor, like: Layout) -> torch.Tensor:
+        layout = unpack(flat, like)
+        return decoder.run_layers(embeds, layout.positions, None, cache, layout)
+
     def _capture(self, decoder, cache: KVCache, embeds: torch.Tensor, layout: Layout) -> Captured:
-        """Capture the forward over these (static from now on) inputs."""
-        graph, out = capture(lambda: decoder.run_layers(embeds, layout.positions, None, cache, layout), self.memory)
-        return Captured(graph, embeds, layout, out)
+        """Capture the forward over these (static from now on) inputs; the layout is unpacked
+        inside the graph from one device buffer that each replay refills with one copy."""
+        host = pack(layout).pin_memory()
+        flat = host.to(embeds.device)
+        graph, out = capture(lambda: self._forward(decoder, cache, embeds, flat, layout), self.memory)
+        copied = torch.cuda.Event()
+        copied.record()
+        return Captured(graph, embeds, host, flat, copied, out)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hpd_core import ParseOptions, load_engine
-from hpd_core.graphs import Bucket, DecodeGraphs, DraftGraphs, pad_layout, refill
+from hpd_core.graphs import Bucket, DecodeGraphs, DraftGraphs, pack, pad_layout, plan, unpack
 from hpd_core.kv_cache import KVCache, Layout
 from hpd_core.model.kernels import EAGER
 from hpd_core.model.language import LanguageModel
@@ -117,21 +117,22 @@ def test_buckets_round_every_dimension_up_to_a_power_of_two_and_pad_rows_out_of_
     assert (padded.rest_blocks[7] == cache.scratch).all()
 
 
-def test_a_replay_refills_every_tensor_of_the_captured_layout_with_the_next_forwards():
-    """What a graph replay reads: the static layout of the capture, refilled from the next decode
-    forward of the same bucket (the layout's `causal` flag is no tensor; a replay once failed on it)."""
+def test_a_packed_layout_unpacks_to_every_tensor_of_the_layout_and_a_replay_reads_the_next_one():
+    """What a graph replay reads: one device buffer, the capture's layout packed, refilled with the
+    next decode forward's of the same bucket (the layout's `causal` flag is no tensor; a replay once
+    failed on it)."""
     lm: LanguageModel = random_model(ours_config(), seed=4).language_model.double()
     cache, rows = pages_with_children(lm, 7)
-    padded = []
-    for order in (rows, rows[::-1]):
-        layout = cache.layout(order, torch.tensor([[cache.lengths[r]] for r in order]))
-        padded.append(pad_layout(layout, Bucket.of(layout), cache.scratch, cache.block_size))
+    padded = [plan(cache, order, torch.tensor([[cache.lengths[r]] for r in order]))[1] for order in (rows, rows[::-1])]
     static, following = padded
     assert Bucket.of(static) == Bucket.of(following) and not torch.equal(static.slots, following.slots)
-    refill(static, following)
+    flat = pack(static)
+    captured = unpack(flat, static)  # views of `flat`, as the graph holds them
+    pack(following, out=flat)
     for f in fields(Layout):
-        got, want = getattr(static, f.name), getattr(following, f.name)
-        assert torch.equal(got, want) if isinstance(want, torch.Tensor) else got == want, f.name
+        got, want = getattr(unpack(flat, static), f.name), getattr(following, f.name)
+        assert torch.equal(got, want) and got.dtype == want.dtype if isinstance(want, torch.Tensor) else got == want, f.name
+    assert torch.equal(captured.slots, following.slots) and captured.slots.data_ptr() == flat.data_ptr()
 
 
 def test_the_scratch_block_is_not_in_use_and_reset_frees_everything_else():
