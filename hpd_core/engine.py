@@ -196,7 +196,7 @@ class Engine(Decoding):
         """Children for (run, row, p): `<CHILD>` fed at p in `row`, forked from the parent's
         prefix [0, p); all in one forward."""
         ids = torch.full((len(requests), 1), self.special.child, device=self.device)
-        positions = torch.tensor([[p] for _, _, p in requests], device=self.device)
+        positions = torch.tensor([[p] for _, _, p in requests])  # on the host (`Decoder.forward`)
         h = self.model.lm.model(self.model.lm.embed(ids), positions, cache, [row for _, row, _ in requests])[:, 0]
         pending = self.model.lm.logits(h).argmax(-1).tolist()
         for run in {id(r): r for r, _, _ in requests}.values():

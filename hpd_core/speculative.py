@@ -90,16 +90,16 @@ def step(lm: LanguageModel, cache: KVCache, rows: list[int], pending: list[int],
     x0 = torch.tensor(pending, device=device)
     ids = torch.cat([x0[:, None], draft(lm, hidden, x0, k, min_confidence)], 1) if k else x0[:, None]
     k = ids.shape[1] - 1  # [B, 1+k]
-    starts = torch.tensor([cache.lengths[r] for r in rows], device=device)
-    positions = starts[:, None] + torch.arange(k + 1, device=device)
+    starts = [cache.lengths[r] for r in rows]
+    positions = torch.tensor(starts)[:, None] + torch.arange(k + 1)      # on the host (`Decoder.forward`)
     h = lm.model(lm.embed(ids), positions, cache, rows)                   # [B, 1+k, H]
     targets = lm.logits(h).argmax(-1)                                     # [B, 1+k]
     m = accepted_lengths(ids[:, 1:], targets[:, :-1]) if k else torch.zeros_like(x0)
     batch = torch.arange(len(rows), device=device)
     new_hidden = h[batch, m]
     new_pending = targets[batch, m]
-    ids_l, m_l, starts_l = ids.tolist(), m.tolist(), starts.tolist()
-    for r, start, mi in zip(rows, starts_l, m_l):
+    ids_l, m_l = ids.tolist(), m.tolist()
+    for r, start, mi in zip(rows, starts, m_l):
         cache.crop(r, start + 1 + mi)
-    return StepOutput(starts_l, k, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
+    return StepOutput(starts, k, [row[:1 + mi] for row, mi in zip(ids_l, m_l)], m_l,
                       new_pending.tolist(), new_hidden)

@@ -260,7 +260,9 @@ class Decoder(nn.Module):
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 rows: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Post-norm hidden states [B, q, H] for input embeddings [B, q, H] at positions [B, q].
+        """Post-norm hidden states [B, q, H] for input embeddings [B, q, H] at positions [B, q]
+        (on any device: a decode step's come from the host, where the graphs plan its layout
+        without waiting for the device; the eager path moves them to the embeddings').
 
         With a cache, each row's keys/values are written at its positions and attention reads
         the row's positions [0, position] through its block table; without one, attention is
@@ -269,6 +271,7 @@ class Decoder(nn.Module):
         """
         if cache is not None and self.graphs is not None and positions.shape[1] <= self.graphs.max_q:
             return self.graphs.run(self, embeds, positions, cache, rows)
+        positions = positions.to(embeds.device)
         layout = None if cache is None else cache.layout(rows, positions)  # once per forward, not per layer
         if cache is None and mask is None:
             mask = (positions[:, None, :] <= positions[:, :, None])[:, None]  # [B, 1, q, q]
