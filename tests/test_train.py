@@ -170,7 +170,7 @@ def test_training_runs_on_cpu_and_writes_a_loadable_checkpoint(tmp_path):
     subprocess.run([sys.executable, "-m", "hpd_training.train", "--out", str(out), "--stages", "lines:60,real:60",
                     "--real-source", "tests.pages:source", "--small", "--workers", "0", "--batch", "2",
                     "--max-steps", "3", "--glyph-weight", "1", "--pointer-weight", "1", "--mtp-weight", "0.5",
-                    "--mtp-k", "3", "--log-every", "1", "--tokenizer", str(TOKENIZER)],
+                    "--mtp-k", "3", "--box-noise", "0.3", "--log-every", "1", "--tokenizer", str(TOKENIZER)],
                    check=True, capture_output=True, timeout=300, env=env)
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "step" in r]
@@ -376,3 +376,40 @@ def test_chained_lr_spans_follow_one_schedule_and_bad_spans_are_refused():
     for bad in ("0.5:0.25", "0:1.5", "-0.1:0.5"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_span(bad)
+
+
+def test_noised_boxes_keep_one_token_a_digit_stay_near_the_truth_and_are_inputs_only():
+    """`--box-noise`: the layout branch sees some of its boxes moved (as greedy decoding's own boxes
+    are off), and no label asks it to write a moved one; everything else packs as without noise."""
+    import random
+    import re
+
+    from hpd_core.tokenizer import HPDTokenizer
+    from hpd_training.synth import SynthConfig
+    from hpd_training.train.packing import IGNORE
+
+    raw = Tokenizer.from_file(str(TOKENIZER))
+    config = bundled_config(raw, small=True)
+    tok = HPDTokenizer(raw, config)
+    text = ("<BLOCK>title [92,36,274,46]<FORK><BLOCK>text [515,234,909,1000]<FORK>"
+            "<BLOCK>page_number [5,950,9,960]<FORK>")
+    assert data.noised_parent(text, tok, random.Random(0), 0.0) == (tok.encode(text), set())
+    truth = [tuple(map(int, b)) for b in re.findall(r"\[(\d+),(\d+),(\d+),(\d+)\]", text)]
+    for seed in range(20):
+        ids, noised = data.noised_parent(text, tok, random.Random(seed), 1.0)
+        assert len(ids) == len(tok.encode(text))
+        assert {i for i, (a, b) in enumerate(zip(ids, tok.encode(text))) if a != b} <= noised
+        assert len(noised) == sum(len(",".join(map(str, box))) for box in truth)  # every box's digits and commas
+        moved = [tuple(map(int, b)) for b in re.findall(r"\[(\d+),(\d+),(\d+),(\d+)\]", tok.decode(ids))]
+        for box, was in zip(moved, truth):
+            assert box[0] <= box[2] and box[1] <= box[3]
+            assert all(abs(v - w) <= 2 * data.BOX_JITTER and len(str(v)) == len(str(w)) for v, w in zip(box, was))
+    stage = data.Stage((SynthConfig.lines(),), 1, 1e-3, plain_fraction=0.0)
+    (_, plain, _), (_, noisy, _) = (data.sample(7, dataclasses.replace(stage, box_noise=share), config, tok)
+                                    for share in (0.0, 1.0))
+    assert len(noisy.ids) == len(plain.ids) and noisy.ids != plain.ids
+    untrained = [i for i, (a, b) in enumerate(zip(noisy.labels, plain.labels)) if a != b]
+    assert untrained and all(noisy.labels[i] == IGNORE and noisy.kinds[i] == 0 for i in untrained)
+    changed = [i for i, (a, b) in enumerate(zip(noisy.ids, plain.ids)) if a != b]
+    assert all(noisy.labels[i - 1] == IGNORE for i in changed)  # no label is a moved digit
+    assert noisy.segments == plain.segments and noisy.cells == plain.cells

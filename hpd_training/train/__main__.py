@@ -9,6 +9,7 @@ it trains data-parallel on N GPUs (`distributed`): rank 0 logs, evaluates and sa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import math
@@ -386,6 +387,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="weight of the guided-attention loss that points heads at the cells being read (0: off)")
     ap.add_argument("--mtp-weight", type=float, default=0.0,
                     help="train the draft head with the LM (teacher-forced, --mtp-k drafts) at this weight (0: off)")
+    ap.add_argument("--box-noise", type=float, default=0.0,
+                    help="share of the layout branch's boxes moved in its input, without loss on them "
+                         "(`data.noised_parent`; 0: off)")
     ap.add_argument("--mtp-data", default="dense")
     ap.add_argument("--eval-pages", type=int, default=8)
     ap.add_argument("--eval-tokens", type=int, default=700)
@@ -395,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the training forward (~100 s to compile on a fresh H200 machine)")
     args = ap.parse_args(argv)
-    args.stages_by_name = stages(real_source(args.real_source, args.real_data) if args.real_source else None)
+    args.stages_by_name = {name: dataclasses.replace(stage, box_noise=args.box_noise) for name, stage in
+                           stages(real_source(args.real_source, args.real_data) if args.real_source else None).items()}
     args.cuda = torch.cuda.is_available()
     args.device_type = "cuda" if args.cuda else "cpu"  # for autocast
     args.rank, args.world, args.device = distributed.init(args.cuda)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -76,6 +77,7 @@ class Stage:
     batch: int
     lr: float
     plain_fraction: float = 0.1   # share of samples with the `plain` prompt (one flat trajectory)
+    box_noise: float = 0.0        # share of the layout branch's boxes noised as input only (`noised_parent`)
 
     def page(self, seed: int) -> TrainingPage:
         source = self.sources[seed % len(self.sources)]
@@ -164,9 +166,45 @@ def sample(seed: int, stage: Stage, config: HPDConfig, tok: HPDTokenizer) -> Sam
     prompt = tok.prompt_ids(INSTRUCTIONS["fork"], image_tokens)
     children = [(ids + end, cells + [()]) if trained else ([], [])  # untrained: its <CHILD> alone, no loss
                 for (ids, cells), trained in zip(child_tokens(page, tok, config), page.child_trained)]
-    return pixels, pack(prompt, tok.encode(page.parent_text) + end, [ids for ids, _ in children],
-                        fork=tok.special.fork, child=tok.special.child,
-                        cells=[cells for _, cells in children]), glyphs
+    parent, noised = noised_parent(page.parent_text, tok, random.Random(f"boxes:{seed}"), stage.box_noise)
+    return pixels, pack(prompt, parent + end, [ids for ids, _ in children], fork=tok.special.fork,
+                        child=tok.special.child, cells=[cells for _, cells in children], untrained=noised), glyphs
+
+
+BOX = re.compile(r"(<BLOCK>[^\[<]*\[)(\d+),(\d+),(\d+),(\d+)\]")
+BOX_JITTER = 40  # on the 0-1000 grid: ~half a line of body text, ~4% of the page's width
+
+
+def noised_parent(text: str, tok: HPDTokenizer, rng: random.Random, share: float) -> tuple[list[int], set[int]]:
+    """The layout branch's tokens with `share` of its boxes moved (each number by up to BOX_JITTER,
+    keeping its digits' count, so the tokens stay one a digit), and the indices of the tokens inside
+    the moved boxes: inputs only, without loss. The branch learns to write the truth's next block
+    after a box of its own that is off (greedy decoding's earlier boxes; docs/training.md, session
+    40), never to write a moved one."""
+    if not share:
+        return tok.encode(text), set()
+    spans, pieces, last = [], [], 0
+    for match in BOX.finditer(text):
+        if rng.random() >= share:
+            continue
+        start = match.start(2)
+        pieces.append(text[last:start])
+        x1, y1, x2, y2 = (_moved(int(v), rng) for v in match.groups()[1:])
+        box = f"{min(x1, x2)},{min(y1, y2)},{max(x1, x2)},{max(y1, y2)}"
+        spans.append((start, start + len(box)))
+        pieces.append(box)
+        last = match.end(5)
+    pieces.append(text[last:])
+    encoding = tok.tokenizer.encode("".join(pieces), add_special_tokens=False)
+    noised = {i for i, (a, b) in enumerate(encoding.offsets) if any(lo <= a and b <= hi for lo, hi in spans)}
+    return encoding.ids, noised
+
+
+def _moved(value: int, rng: random.Random) -> int:
+    """`value` moved by up to BOX_JITTER within the numbers of as many digits (and 0-1000)."""
+    digits = len(str(value))
+    low, high = (0 if digits == 1 else 10 ** (digits - 1)), min(10 ** digits - 1, 1000)
+    return min(high, max(low, value + rng.randint(-BOX_JITTER, BOX_JITTER)))
 
 
 def glyph_slots(config: HPDConfig) -> int:

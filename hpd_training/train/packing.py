@@ -23,17 +23,18 @@ class Packed:
 
 
 def pack(prompt: list[int], parent: list[int], children: list[list[int]], *, fork: int, child: int,
-         cells: list[list[tuple[int, ...]]] | None = None) -> Packed:
+         cells: list[list[tuple[int, ...]]] | None = None, untrained: set[int] = frozenset()) -> Packed:
     """`parent` and each child end with <|im_end|>; the i-th <FORK> of `parent` starts child i.
     An empty child (content not trained) is its <CHILD> alone, without a label.
-    `cells`: per child, per token, the image cells that hold it (default: none)."""
+    `cells`: per child, per token, the image cells that hold it (default: none). `untrained`:
+    indices of `parent` tokens that are inputs only (`data.noised_parent`): no label predicts them."""
     n = len(prompt)
     ids = prompt + parent
     positions = list(range(len(ids)))
     segments = [TRUNK] * len(ids)
     forks = [0] * len(ids)
-    labels = [IGNORE] * (n - 1) + parent + [IGNORE]
-    kinds = [0] * (n - 1) + [1] * len(parent) + [0]
+    labels = [IGNORE] * (n - 1) + [IGNORE if i in untrained else t for i, t in enumerate(parent)] + [IGNORE]
+    kinds = [0] * (n - 1) + [0 if i in untrained else 1 for i in range(len(parent))] + [0]
     targets: list[tuple[int, ...]] = [()] * len(ids)
     fork_positions = [n + i for i, t in enumerate(parent) if t == fork]
     if len(fork_positions) != len(children):
