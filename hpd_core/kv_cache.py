@@ -251,4 +251,4 @@ def ints(values: list, device) -> torch.Tensor:
 def padded(lists: list[list[int]], device) -> torch.Tensor:
     """[len(lists), longest] int64, padded with 0 (block 0: padding is masked or discarded)."""
     width = max(map(len, lists))
-    return ints([x + [0] * (width - len(x)) for x in lists], device).view(len(lists), width)
+    return ints([x + [0] * (width - len(x)) for x in lists], device)
