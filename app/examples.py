@@ -3,7 +3,7 @@ one-line description that `examples.json` beside them gives it and the bundled m
 (a JSON object {file name: {"description": line, "model": bundled model name}}; files it does not
 name are shown by name, for every model). The app on a bundled model shows the examples that model
 reads; on any other model, all. How the synthetic ones were made: `hpd_training/examples.py`; the
-real pages are first pages of TeX Live documentation (assets/examples/SOURCES.md)."""
+real pages are pages of TeX Live documentation (assets/examples/SOURCES.md)."""
 
 from __future__ import annotations
 

@@ -87,15 +87,15 @@ def docs_server():
 def test_hpd_tiny_docs_app_lists_its_real_examples_renders_at_150_dpi_and_reads_one(browser, docs_server, shots):  # noqa: F811
     for page in open_app(browser, docs_server, height=900, timeout=240_000):
         examples = page.locator("body").inner_text()
-        assert "texlive-lps.pdf" in examples and "synth-dense.png" not in examples  # its own examples only
+        assert "texlive-prtec.pdf" in examples and "synth-dense.png" not in examples  # its own examples only
         assert page.locator("#dpi input[type=number]").input_value() == "150"  # the model's render DPI
         assert "three words in four" in page.locator("#engine-info").inner_text()
-        upload(page, FOLDER / "texlive-lps.pdf")
+        upload(page, FOLDER / "texlive-prtec.pdf")
         set_checked(page, "batch-children", True)
         parse(page, timeout=240_000)
         page.evaluate("window.scrollTo(0, 0)")
         markdown = rendered_markdown(page)
-        assert "Gustavo" in markdown and "2011" in markdown, markdown[:400]  # the author and date, read
+        assert "CONCLUSIONS" in markdown and "Diameter" in markdown, markdown[:400]  # a heading and the table, read
         assert page.locator("#page-image .hpd-box").count() >= 5
         page.locator("#page-image .hpd-box").first.click()
         page.screenshot(path=str(shots / "parse-real.png"))
