@@ -69,32 +69,41 @@ def launches(fn, args) -> int:
 
 
 @torch.no_grad()  # not inference mode: there composite ops (`to`, `linear`) reach the counter undecomposed
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--q", type=int, default=1, help="positions a row feeds (1 + drafts)")
-    parser.add_argument("--compile", action="store_true", help="count Inductor's kernels for each kernel function")
-    args = parser.parse_args()
+def count(batch: int, q: int) -> tuple[OpCounter, int]:
+    """The counter after one decode forward of a tiny bf16 decoder (`batch` rows forked from a
+    shared prompt, `q` positions each), and its number of layers."""
     cfg = LLMConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
     torch.manual_seed(0)
     lm = LanguageModel(cfg).to(torch.bfloat16)
     lm.fuse_projections()  # as load_engine does
     cache = KVCache(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, dtype=torch.bfloat16)
-    rows = forked_rows(lm, cache, 40, args.batch, own=3)
-    positions = torch.tensor([[cache.lengths[r] + j for j in range(args.q)] for r in rows])
+    rows = forked_rows(lm, cache, 40, batch, own=3)
+    positions = torch.tensor([[cache.lengths[r] + j for j in range(q)] for r in rows])
     counter = OpCounter()
-    lm.model.kernels = Kernels(*(counter.tagged(f.name, getattr(EAGER, f.name)) for f in fields(Kernels)))
+    # EAGER has no paged kernel (a Triton kernel, CUDA only): the attention gathers, the reference path
+    lm.model.kernels = Kernels(*(fn and counter.tagged(f.name, fn) for f in fields(Kernels)
+                                 for fn in [getattr(EAGER, f.name)]))
     for layer in lm.model.layers:
         layer.register_forward_pre_hook(lambda *_: setattr(counter, "on", True))
         layer.register_forward_hook(lambda *_: setattr(counter, "on", False))
     with counter:
         lm.model(lm.embed(torch.randint(0, cfg.vocab_size, positions.shape)), positions, cache, rows)
-    layers = cfg.num_hidden_layers
+    return counter, cfg.num_hidden_layers
+
+
+@torch.no_grad()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--q", type=int, default=1, help="positions a row feeds (1 + drafts)")
+    parser.add_argument("--compile", action="store_true", help="count Inductor's kernels for each kernel function")
+    args = parser.parse_args()
+    counter, layers = count(args.batch, args.q)
     print(f"batch {args.batch}, q {args.q}: per layer, kernel-launching aten ops (eager)"
           + (" and Inductor's kernels (fused)" if args.compile else ""))
     eager = fused = 0
-    for name in ["layer"] + [f.name for f in fields(Kernels)]:
+    for name in ["layer"] + [f.name for f in fields(Kernels) if getattr(EAGER, f.name) is not None]:
         calls, ops = counter.calls[name] / layers, counter.ops[name] / layers
         each = launches(getattr(EAGER, name), counter.args[name]) if args.compile and name != "layer" else None
         after = ops if each is None else calls * each
