@@ -31,6 +31,9 @@ from hpd_core.model.kernels import EAGER, Kernels
 from hpd_core.model.language import LanguageModel
 
 METADATA = {"_unsafe_view", "promote_types", "scalar_tensor", "lift_fresh", "detach", "alias"}  # no device kernel
+# EAGER's kernel functions by name; it has no paged kernel (a Triton kernel, CUDA only), so the
+# attention gathers: the reference path
+FUNCTIONS = {f.name: fn for f in fields(Kernels) if (fn := getattr(EAGER, f.name)) is not None}
 LAUNCH = re.compile(r"^\s+(\w+\.run|cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.aten\.[\w.]+)\(", re.M)
 
 
@@ -81,9 +84,7 @@ def count(batch: int, q: int) -> tuple[OpCounter, int]:
     rows = forked_rows(lm, cache, 40, batch, own=3)
     positions = torch.tensor([[cache.lengths[r] + j for j in range(q)] for r in rows])
     counter = OpCounter()
-    # EAGER has no paged kernel (a Triton kernel, CUDA only): the attention gathers, the reference path
-    lm.model.kernels = Kernels(*(fn and counter.tagged(f.name, fn) for f in fields(Kernels)
-                                 for fn in [getattr(EAGER, f.name)]))
+    lm.model.kernels = Kernels(**{name: counter.tagged(name, fn) for name, fn in FUNCTIONS.items()})
     for layer in lm.model.layers:
         layer.register_forward_pre_hook(lambda *_: setattr(counter, "on", True))
         layer.register_forward_hook(lambda *_: setattr(counter, "on", False))
@@ -103,9 +104,9 @@ def main() -> None:
     print(f"batch {args.batch}, q {args.q}: per layer, kernel-launching aten ops (eager)"
           + (" and Inductor's kernels (fused)" if args.compile else ""))
     eager = fused = 0
-    for name in ["layer"] + [f.name for f in fields(Kernels) if getattr(EAGER, f.name) is not None]:
+    for name in ["layer", *FUNCTIONS]:
         calls, ops = counter.calls[name] / layers, counter.ops[name] / layers
-        each = launches(getattr(EAGER, name), counter.args[name]) if args.compile and name != "layer" else None
+        each = launches(FUNCTIONS[name], counter.args[name]) if args.compile and name != "layer" else None
         after = ops if each is None else calls * each
         eager, fused = eager + ops, fused + after
         label = f"{name} x{calls:g}" if name != "layer" else name
