@@ -77,15 +77,18 @@ def selected_pages(pdf: Path, pages: list[int]) -> bytes:
 
 
 def write_bundle(data: Path, to: Path, max_bytes: int = MAX_BYTES, skip: Sequence[Path] = (),
-                 within: tuple[int, int] | None = None, columns: int | None = None) -> str:
+                 within: tuple[int, int] | None = None, columns: int | None = None,
+                 kinds: frozenset[str] | None = None) -> str:
     """Writes the bundle of at most `max_bytes`, without the pages of the bundles in `skip` (a
     second bundle to carry in another call), of the pages a shorter manifest of `within` (PDFs a
     package, pages a PDF) holds where given (the bundles written before the manifest grew), and
-    of the pages set in `columns` columns (`dockind.columns`) where given (a bundle to raise their
-    share by naming it again in `--real-data`); returns a summary line."""
+    of the pages set in `columns` columns (`dockind.columns`) and of documents of `kinds`
+    (`dockind.kind_of`) where given (bundles to raise their share by naming them again in
+    `--real-data`); returns a summary line."""
     taken = {(e.source, e.source_page) for folder in skip for e in load_bundle(folder)}
     listed = pages_within(data / NAME, *within) if within else load(data / NAME).pages
-    pages = [p for p in listed if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken]
+    pages = [p for p in listed if p.split == "train" and p.status == "ok" and (p.pdf, p.page) not in taken
+             and (kinds is None or p.kind in kinds)]
     by_pdf: dict[str, list] = {}
     for p in pages:
         by_pdf.setdefault(p.pdf, []).append(p)

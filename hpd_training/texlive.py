@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from hpd_training.dockind import KINDS
+
 # Debian 12 (bookworm) documentation packages, 2022.20230122; sizes of the .deb in MB
 DEBIAN_PACKAGES = (
     "texlive-latex-base-doc",          # 85
@@ -134,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "8x48: 15-19)")
     parser.add_argument("--columns", type=int, choices=(1, 2),
                         help="bundle: only the pages set in this many columns (texlive-2col: 2)")
+    parser.add_argument("--kind", dest="kinds", action="append", choices=KINDS,
+                        help="bundle: only the pages of documents of this kind (repeatable; texlive-kinds: all but manual)")
     parser.add_argument("--from", dest="source", type=Path, help="sample, check: the bundle to take pages from")
     parser.add_argument("--pages", type=int, default=32, help="sample: how many pages")
     parser.add_argument("--model", type=Path, default=Path("assets/hpd-tiny-docs"),
@@ -162,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if checked.failed else 0
     else:
         from hpd_training.bundle import write_bundle
-        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within, args.columns))
+        print(write_bundle(args.out, args.to, int(args.max_mb * 1e6), args.skip, args.within, args.columns,
+                           frozenset(args.kinds) if args.kinds else None))
     return 0
 
 

@@ -9,7 +9,9 @@
 # (`--within 8x48`); bundles 20-24 (17,323 pages, session 35) the fifth's (`--within 256x96`), in none of
 # them; bundles 25-26 (7,031 pages, session 38) the pages 97-192 of each PDF (`--within 256x192`), in none
 # of them (a bundle holds a PDF's pages in one file, so take a long PDF's pages some hundreds at a time);
-# bundles 27-28 (5,347 pages, session 39) the pages 193-384 (`--within 256x384`).
+# bundles 27-28 (5,347 pages, session 39) the pages 193-384 (`--within 256x384`). texlive-2col and
+# texlive-2col2 hold the pages set in two columns again, texlive-kinds and texlive-kinds2 (6,065 pages,
+# session 42) the pages of the rarer kinds of document.
 # data/texlive-seen samples bundle 1, data/texlive-unseen8 bundle 8, for `hpd-eval --real`. Pages'
 # statuses come from today's `pagelayout.extract`, so bundles rebuilt after it changed differ a little
 # from the ones earlier runs read (docs/training.md, session 33). The sizes
@@ -45,5 +47,10 @@ for n in 27 28; do bundle texlive-train$n 55 --within 256x384; done
 [ -e data/texlive-2col/bundle.json ] || "${T[@]}" bundle --out data/texlive --to data/texlive-2col --max-mb 55 --columns 2 --within 256x96
 # and more of them, within each PDF's first 384 pages, none in texlive-2col (which holds 55 MB of them)
 [ -e data/texlive-2col2/bundle.json ] || "${T[@]}" bundle --out data/texlive --to data/texlive-2col2 --max-mb 55 --columns 2 --within 256x384 --skip data/texlive-2col
+# every training page of the rarer kinds of document (all but manuals: slides, theses, papers, letters,
+# posters), again (they are in bundles 1-28): named in --real-data to bring their share near the evaluation set's
+K=(--kind slides --kind thesis --kind paper-1col --kind paper-2col --kind letter --kind poster)
+[ -e data/texlive-kinds/bundle.json ] || "${T[@]}" bundle --out data/texlive --to data/texlive-kinds --max-mb 55 "${K[@]}"
+[ -e data/texlive-kinds2/bundle.json ] || "${T[@]}" bundle --out data/texlive --to data/texlive-kinds2 --max-mb 55 "${K[@]}" --skip data/texlive-kinds
 [ -e data/texlive-seen/manifest.json ] || "${T[@]}" sample --from data/texlive-train --to data/texlive-seen
 [ -e data/texlive-unseen8/manifest.json ] || "${T[@]}" sample --from data/texlive-train8 --to data/texlive-unseen8

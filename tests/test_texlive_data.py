@@ -293,3 +293,18 @@ def test_check_and_sample_of_a_folder_without_a_bundle_are_usage_errors(tmp_path
     with pytest.raises(SystemExit) as exit_:
         texlive.main([command, "--from", str(tmp_path)])
     assert exit_.value.code == 2 and "a folder with a bundle.json" in capsys.readouterr().err
+
+
+def test_a_kinds_bundle_holds_the_training_pages_of_documents_of_those_kinds_and_only_those(tmp_path):
+    for name in (f"pkg{i}" for i in range(4)):
+        pdf(tmp_path / DOC_ROOT / "latex" / name / f"{name}.pdf", pages=3)
+    pdf(tmp_path / DOC_ROOT / "latex" / "pkg4" / "slides.pdf", pages=3, width=364, height=273)
+    pdf(tmp_path / DOC_ROOT / "latex" / "pkg5" / "letter.pdf", pages=2, first="Dear Ms Smith,\n" + PROSE)
+    (tmp_path / DEBS).write_text("{}")
+    train = [p for p in build(tmp_path, workers=1).pages if p.split == "train" and p.status == "ok"]
+    rare = {(p.pdf, p.page) for p in train if p.kind in ("slides", "letter")}
+    assert {p.kind for p in train} == {"manual", "slides", "letter"} and len(rare) == 5
+    write_bundle(tmp_path, tmp_path / "kinds", kinds=frozenset({"slides", "letter"}))
+    assert {(e.source, e.source_page) for e in load_bundle(tmp_path / "kinds")} == rare
+    assert texlive.main(["bundle", "--out", str(tmp_path), "--to", str(tmp_path / "cli"), "--kind", "letter"]) == 0
+    assert {e.kind for e in load_bundle(tmp_path / "cli")} == {"letter"}
