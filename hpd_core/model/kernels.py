@@ -5,8 +5,8 @@ bf16 decode forward launches; `bench.layer_ops`). `compiled()` is the same funct
 `torch.compile` (Inductor: Triton kernels on CUDA), a few fused kernels each (14 of ~26 a layer);
 `fused_attend` is attention in one kernel that returns its log-sum-exp (CUDA; `fused_when_wide`),
 and `Kernels.paged` attention that reads the KV pool's blocks in place (CUDA:
-`hpd_core.model.paged`, not set by default; `reads_in_place` says where it runs). The others read
-only small activations and keys already gathered from the KV pool: the pool's writes and gathers
+`hpd_core.model.paged`, set by `load_engine` in bf16; `reads_in_place` says where it runs). The
+others read only small activations and keys already gathered from the KV pool: the pool's writes and gathers
 stay outside (a compiled graph that mutates the pool risks a functionalization copy of it).
 Dynamic shapes, so new batch sizes, key lengths and graph buckets reuse the kernels (Dynamo still
 specialises a dimension of size 1, a stride pattern, sizes that happen to be equal: a few graphs

@@ -10,8 +10,10 @@ forward has (a row's own keys up to its position; a group's whole shared prefix)
 One program per (row, kv head, block of 16 queries, split of the row's blocks): it loads each of
 its blocks from the pool [blocks, 16, kv, D] and keeps an online softmax in float32 (products in
 IEEE float32, no TF32, so float32 stays the exact check's dtype); the splits' results merge by
-log-sum-exp. Triton is not installed with the CPU wheel; its interpreter (`TRITON_INTERPRET=1`)
-runs the kernel on the CPU in float32 (its bf16 `tl.dot` is wrong even for a bare product).
+log-sum-exp in a second kernel (`_merge_splits`: one launch, where the same merge in PyTorch took
+~11 a call, at one row ~40% of a decode layer's graph nodes). Triton is not installed with the CPU
+wheel; its interpreter (`TRITON_INTERPRET=1`) runs the kernels on the CPU in float32 (its bf16
+`tl.dot` is wrong even for a bare product).
 
 The engine's decode attention in bf16 on CUDA (`hpd_core.loader.load_engine`): with key splits
 (`key_splits`, so that one row's 2,000-key prefix spreads over the GPU instead of 8 programs) it tied
@@ -71,6 +73,28 @@ def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, tab
     log_sum = tl.where(seen, top + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
     tl.store(lse + split * sl_s + n * sl_n + h * sl_h + m, log_sum.to(lse.dtype.element_ty), mask=live)
 
+@triton.jit
+def _merge_splits(out, lse, merged, merged_lse, splits, queries, so_s, so_n, so_h, so_m, sl_s, sl_n, sl_h,
+                  sm_n, sm_h, sm_m, se_n, se_h, QUERIES: tl.constexpr, D: tl.constexpr):
+    n, h, mb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    m = mb * QUERIES + tl.arange(0, QUERIES)
+    d = tl.arange(0, D)
+    live = m < queries
+    top = tl.full([QUERIES], float("-inf"), tl.float32)
+    for split in range(splits):
+        top = tl.maximum(top, tl.load(lse + split * sl_s + n * sl_n + h * sl_h + m, mask=live, other=0.0))
+    total = tl.zeros([QUERIES], tl.float32)
+    acc = tl.zeros([QUERIES, D], tl.float32)
+    for split in range(splits):  # a split that saw none of its keys: lse -inf, weight 0
+        weight = tl.exp(tl.load(lse + split * sl_s + n * sl_n + h * sl_h + m, mask=live, other=0.0) - top)
+        part = tl.load(out + split * so_s + n * so_n + h * so_h + m[:, None] * so_m + d[None, :], mask=live[:, None],
+                       other=0.0)
+        total += weight
+        acc += weight[:, None] * part
+    tl.store(merged + n * sm_n + h * sm_h + m[:, None] * sm_m + d[None, :],
+             (acc / total[:, None]).to(merged.dtype.element_ty), mask=live[:, None])
+    tl.store(merged_lse + n * se_n + h * se_h + m, (top + tl.log(total)).to(merged_lse.dtype.element_ty), mask=live)
+
 
 def key_splits(programs: int, blocks: int, device: torch.device) -> int:
     """How many programs share a row's keys: enough that the grid covers the GPU's multiprocessors
@@ -84,7 +108,7 @@ def paged_attend(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, bl
     layer's pool [blocks, bs, kv, D]; query m of row n attends to the row's first limit[n, m] keys
     (int32 [N, M], contiguous, each at least 1) -> out [N, kv, M, D], lse [N, kv, M] in q's dtype,
     as `kernels.attend` over the gathered blocks with that mask. `splits` programs share each row's
-    blocks (0: `key_splits`), their partial results (float32) merged by log-sum-exp."""
+    blocks (0: `key_splits`), their partial results (float32) merged by log-sum-exp (`_merge_splits`)."""
     n, heads, queries, dim = q.shape
     assert q.stride(3) == 1 and pool_k.is_contiguous() and pool_v.is_contiguous()
     assert limit.dtype == torch.int32 and limit.is_contiguous() and limit.shape == (n, queries)
@@ -99,8 +123,9 @@ def paged_attend(q: torch.Tensor, pool_k: torch.Tensor, pool_v: torch.Tensor, bl
         *lse.stride()[:3], BLOCK=pool_k.shape[1], QUERIES=QUERIES, D=dim)
     if splits == 1:
         return out[0], lse[0]
-    top = lse.amax(0)                                  # finite: every query has a key in some split
-    weight = torch.exp(lse - top)                      # 0 for a split that saw none of its keys
-    total = weight.sum(0)
-    merged = (weight[..., None] * out).sum(0) / total[..., None]
-    return merged.to(q.dtype), (top + total.log()).to(q.dtype)
+    merged = torch.empty((n, heads, queries, dim), dtype=q.dtype, device=q.device)
+    merged_lse = torch.empty((n, heads, queries), dtype=q.dtype, device=q.device)
+    _merge_splits[(n, heads, query_blocks)](
+        out, lse, merged, merged_lse, splits, queries, *out.stride()[:4], *lse.stride()[:3], *merged.stride()[:3],
+        *merged_lse.stride()[:2], QUERIES=QUERIES, D=dim)
+    return merged, merged_lse
