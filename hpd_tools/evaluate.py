@@ -1,6 +1,6 @@
 """hpd-eval: parse pages and score them against their ground truth with `hpd_tools.metrics`.
 
-    hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|sparse|simple|lines|document]
+    hpd-eval [--model PATH] --synth 20 [--seed 20000000] [--synth-config dense|sparse|simple|lines|document|letter]
     hpd-eval [--model PATH] --gt truth.json --inputs scan.png report.pdf
     hpd-eval [--model PATH] --real data/texlive/manifest.json [--dpi 150] [--baseline bench/results/eval-docs-real]
 
@@ -56,7 +56,7 @@ from hpd_tools.metrics import (SIZE_BUCKETS, aggregate, aggregate_text, edits_by
 from hpd_core.result import Stats
 
 EVAL_SEED = 20_000_000  # held out: the training never renders these seeds
-SYNTH_PRESETS = ("dense", "sparse", "simple", "lines", "document")  # SynthConfig's presets (hpd_training.synth)
+SYNTH_PRESETS = ("dense", "sparse", "simple", "lines", "document", "letter")  # SynthConfig's presets (hpd_training.synth)
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 # The bundled model on fresh synthetic pages (issue 3's targets; tau at k = 6). (metric, target, higher is better)
 TARGETS = {"edit_distance": (0.03, False), "f1": (0.95, True), "label_accuracy": (0.95, True), "teds": (0.90, True),
@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--synth-config", choices=SYNTH_PRESETS, default="dense")
     parser.add_argument("--font-size", type=float, nargs=2, metavar=("LO", "HI"),
                         help="body text size range, overriding the preset's: px (points for --synth-config "
-                             "document, laid out in points at 150 dpi)")
+                             "document and letter, laid out in points at 150 dpi)")
     parser.add_argument("--out", type=Path, help="output folder (default bench/results/eval-<model>)")
     add_model_arguments(parser)
     add_option_arguments(parser)

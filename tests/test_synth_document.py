@@ -1,6 +1,6 @@
-"""Document-like synthetic pages (SynthConfig.document()): real page sizes at 150 dpi, exact
-ground truth at that zoom, general text, many fonts with a Base14 fallback; the classic presets
-unchanged."""
+"""Document-like synthetic pages (SynthConfig.document(), and letters: SynthConfig.letter()): real
+page sizes at 150 dpi, exact ground truth at that zoom, general text, many fonts with a Base14
+fallback; the classic presets unchanged."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pymupdf
+import pytest
 
 from hpd_training.synth import SynthConfig, fonts, render_page, text
 from hpd_training.synth.config import PAGE_SIZES
@@ -23,7 +24,9 @@ from hpd_training.synth.layout import compose_page
 from hpd_training.synth.page import INK, draw_pdf, ink_box, rasterize, to_grid
 
 DOCUMENT = SynthConfig.document()
+LETTER = SynthConfig.letter()
 CLEAN = replace(DOCUMENT, noise_prob=0.0, blur_prob=0.0, jpeg_prob=0.0, contrast_prob=0.0)
+CLEAN_LETTER = replace(LETTER, noise_prob=0.0, blur_prob=0.0, jpeg_prob=0.0, contrast_prob=0.0)
 TEXT_LIKE = ("title", "text", "list", "image_caption", "header", "footer", "page_number")
 SEEDS = range(6)
 
@@ -67,16 +70,17 @@ def test_document_body_type_is_8_to_12_pt_and_nothing_is_under_6_5_pt():
         assert min(r.size for e in layout.elements for r in e.runs) >= 6.5
 
 
-def test_document_boxes_are_the_tight_ink_and_cover_all_ink_but_the_rules():
+@pytest.mark.parametrize("clean", [CLEAN, CLEAN_LETTER], ids=["document", "letter"])
+def test_document_boxes_are_the_tight_ink_and_cover_all_ink_but_the_rules(clean):
     for seed in SEEDS:
-        layout = compose_page(seed, CLEAN)
+        layout = compose_page(seed, clean)
         z = layout.zoom
         pixels = rasterize(draw_pdf(layout), z)
         ink = pixels.min(axis=2) < INK
         h, w = ink.shape
         boxes = [b for b in (ink_box(ink, tuple(v * z for v in e.rect)) for e in layout.elements) if b]
-        assert [to_grid(b, w, h) for b in boxes] == [b.bbox for b in render_page(seed, CLEAN).blocks]
-        assert np.array_equal(np.asarray(render_page(seed, CLEAN).image), pixels)
+        assert [to_grid(b, w, h) for b in boxes] == [b.bbox for b in render_page(seed, clean).blocks]
+        assert np.array_equal(np.asarray(render_page(seed, clean).image), pixels)
         for x0, y0, x1, y1 in boxes:
             assert ink[y0, x0:x1].any() and ink[y1 - 1, x0:x1].any()  # tight
             assert ink[y0:y1, x0].any() and ink[y0:y1, x1 - 1].any()
@@ -96,10 +100,11 @@ def _read_back(shown: str) -> str:
     return shown.replace("\xad", "-").replace("\u037e", ";")
 
 
-def test_document_text_is_what_the_pdf_page_shows_in_order():
+@pytest.mark.parametrize("config", [DOCUMENT, LETTER], ids=["document", "letter"])
+def test_document_text_is_what_the_pdf_page_shows_in_order(config):
     checked = 0
     for seed in SEEDS:
-        layout = compose_page(seed, DOCUMENT)
+        layout = compose_page(seed, config)
         pdf_page = draw_pdf(layout)[0]
         for e in layout.elements:
             clip = pymupdf.Rect(e.rect)
@@ -219,9 +224,9 @@ def test_hyphen_points_keep_three_letters_and_a_vowel_each_side():
     assert hyphen_points("HTTPS") == [] and hyphen_points("abc") == []
 
 
-def test_hpd_eval_offers_every_preset_including_document():
+def test_hpd_eval_offers_every_preset_including_document_and_letter():
     from hpd_tools.evaluate import SYNTH_PRESETS
-    assert "document" in SYNTH_PRESETS
+    assert {"document", "letter"} <= set(SYNTH_PRESETS)
     assert all(isinstance(getattr(SynthConfig, p)(), SynthConfig) for p in SYNTH_PRESETS)
 
 
@@ -242,3 +247,34 @@ def test_document_code_blocks_are_monospaced_text_and_their_panel_is_not_ink():
     assert codes
     panels = [(s, e) for s, e in codes if e.polys]
     assert panels and all(max(e.polys[0].fill) * 255 > INK for _, e in panels)
+
+
+def test_letters_are_addresses_a_date_a_salutation_paragraphs_and_a_closing_labelled_as_real_pages_are():
+    """Each letter in reading order: the date before the salutation, the paragraphs after it, the
+    closing after them; only the labels a letter's text layer gets, by the real pages' rules
+    (hpd_training/labels.py): a subject line at body size is a title only as a short bold line
+    (rule 5), a letterhead by its size (>= 1.15 x body); body text 9-13 pt on US letter or A4."""
+    date = re.compile(r"\w+ \d{1,2}, \d{4}|\d{4}-\d\d-\d\d|\d\d/\d\d/\d{4}|\d{1,2} \w{3} \d{4}")
+    closings = re.compile(r"(Yours|Sincerely|Best|Kind|With|Regards|Warm)\b.*,")
+    closed = 0
+    for seed in range(12):
+        layout = compose_page(seed, LETTER)
+        assert (layout.width, layout.height) in ((612.0, 792.0), (595.0, 842.0))
+        texts = [e.text for e in layout.elements]
+        assert {e.label for e in layout.elements} <= {"title", "text", "header", "footer", "page_number"}
+        salutation = next(i for i, t in enumerate(texts) if re.match(r"(Dear|Hello|To whom) ", t))
+        assert any(date.fullmatch(t) for t in texts[:salutation]), texts
+        body = [r.size for e in layout.elements[salutation:] if e.label == "text" for r in e.runs]
+        size = max(set(body), key=body.count)
+        assert 9 <= size <= 13
+        for e in layout.elements:
+            if e.label == "title" and e.runs[0].size == size:  # a subject line
+                assert all(r.face.font.is_bold for r in e.runs) and len(e.text.split()) <= 15
+                assert len(e.lines) <= 2 and not e.text.endswith(".")
+            elif e.label == "title":                           # a letterhead
+                assert e.runs[0].size >= 1.15 * size
+        ending = [i for i, t in enumerate(texts) if closings.fullmatch(t)]
+        if ending:
+            assert ending[0] > salutation + 1 and layout.elements[ending[0] - 1].label == "text"
+            closed += 1
+    assert closed >= 6  # the others are letters whose paragraphs fill the page

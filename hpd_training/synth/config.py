@@ -30,9 +30,10 @@ PAGE_SIZES: tuple[tuple[float, float], ...] = (
 # session 19: at 3% landscape pages every held-out slide lost its boxes).
 LANDSCAPE_SIZES: tuple[tuple[float, float], ...] = (
     (792.0, 612.0), (842.0, 595.0), (363.0, 272.0), (455.0, 256.0))
+LETTER_SIZES: tuple[tuple[float, float], ...] = ((612.0, 792.0), (595.0, 842.0))  # US letter, A4
 TEXT_SOURCES = ("python", "general")  # data/corpus.txt (Python's docs) | data/general.txt.xz (Debian)
 FONT_SETS = ("builtin", "document")   # fonts.FAMILY_NAMES | fonts.document_families()
-TYPESETTINGS = ("classic", "document")
+TYPESETTINGS = ("classic", "document", "letter")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class SynthConfig:
     page_sizes: tuple[tuple[float, float], ...] = ()  # drawn per page; () = width x aspect_range
     text_source: str = "python"            # TEXT_SOURCES
     fonts: str = "builtin"                 # FONT_SETS
-    typesetting: str = "classic"           # "document": numbered headings, footnotes, table captions
+    typesetting: str = "classic"           # "document": numbered headings, footnotes, table captions;
+                                           # "letter": addresses, a date, paragraphs, a signature
 
     def __post_init__(self) -> None:
         if self.width < 128:
@@ -157,4 +159,15 @@ class SynthConfig:
                    contrast_prob=0.2, label_weights=(
                        ("title", 1.0), ("text", 6.0), ("list", 0.8), ("table", 0.7),
                        ("formula", 0.5), ("image", 0.5)))
+        return replace(base, **overrides)
+
+    @classmethod
+    def letter(cls, **overrides) -> SynthConfig:
+        """Letters as `document()` sets its pages (150 dpi, Debian's fonts, general text), on US
+        letter and A4, body 9-13 pt: addresses, a date, a salutation, 1-5 paragraphs, a closing and
+        a signature's name (`layout._letter`); a footer line on some, rarely a running header or a
+        page number."""
+        base = cls.document(typesetting="letter", page_sizes=LETTER_SIZES, min_blocks=1, max_blocks=5,
+                            header_prob=0.15, footer_prob=0.4, page_number_prob=0.15, two_column_prob=0.0,
+                            font_size_range=(9.0, 13.0), paragraph_words=(15, 110))
         return replace(base, **overrides)

@@ -297,6 +297,16 @@ def _number_words(rng: random.Random, real: bool, source: str) -> list[str]:
     return rng.choice(([str(n)], [str(n)], ["Page", str(n)], [f"{n}/{n + rng.randint(0, 40)}"]))
 
 
+def set_block(style: Style, slot: Slot, lines: list[list[str]], align: str = "left", face: Face | None = None,
+              label: str = "text") -> Element | None:
+    """Given lines (an address, a date, a closing), each wrapped to the slot's width, in the body's
+    size and leading; their content is their words single-spaced."""
+    face = face or style.body.regular
+    s = Setting(face, style.size, style.leading, style.color, align)
+    return _text_element(label, [part for line in lines for part in wrap(line, face, s.size, slot.width, slot.width)],
+                         s, slot)
+
+
 def table(rng: random.Random, style: Style, slot: Slot) -> Element | None:
     """A ruled table; content = <table><tr><td>..</td></tr></table> without whitespace."""
     rows, cols = (14, 7) if style.document else (6, 5)

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, replace
 
 from hpd_training.synth.drawing import Poly
-from hpd_training.synth import elements as el
+from hpd_training.synth import elements as el, text
 from hpd_training.synth.config import SynthConfig
 from hpd_training.synth.elements import Element, Slot
 from hpd_training.synth.style import Style, pick_style
@@ -79,9 +79,13 @@ def compose_page(seed: int, config: SynthConfig) -> Layout:
     notes, rules = [], []
     if style.document:
         rules = _header_rule(rng, style, frame, top, gap)
+    if config.typesetting == "document":
         notes, frame, note_rules = _footnotes(rng, style, frame)
         rules += note_rules
-    body, two = _body(rng, style, config, frame)
+    if config.typesetting == "letter":
+        body, two = _letter(rng, style, config, frame, height), False
+    else:
+        body, two = _body(rng, style, config, frame)
     head = [p for p in top + bottom if p[0].label == "header"]
     tail = sorted((p for p in top + bottom if p[0].label != "header"), key=lambda p: p[0].label)
     placed = head + body + notes + tail  # footer sorts before page_number
@@ -192,6 +196,58 @@ def _body(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame) 
             figure += len(new) - 1 if new[0].label == "image" else 0
             y_col = new[-1].rect[3]
     return placed, two
+
+
+def _letter(rng: random.Random, style: Style, config: SynthConfig, frame: _Frame, height: float) -> list[Placed]:
+    """A letter, one block under another: sometimes a letterhead (a title), the sender's address,
+    the date, the recipient's address, sometimes a subject line in bold (a title, as the real
+    pages' rule has a short bold line), the salutation, `min_blocks`..`max_blocks` paragraphs, the
+    closing and, below room for a signature, the sender's name, sometimes with a role; sometimes an
+    enclosure or copy line. The sender's address, the date, the closing and the name are set at
+    the left margin, from about the middle of the page (LaTeX's letter class) or, the address and
+    date, flush right: one choice a page."""
+    width, leading = frame.x1 - frame.x0, style.leading
+    side = rng.choice(("left", "middle", "right"))
+    middle = frame.x0 + width * rng.uniform(0.45, 0.6)
+    placed: list[Placed] = []
+    y = frame.top
+
+    def put(element: Element | None, gap: float) -> None:
+        nonlocal y
+        if element is not None:
+            placed.append((element, "body"))
+            y = element.rect[3] + gap
+
+    def block(lines: list[list[str]], where: str = "left", **how) -> Element | None:
+        if where == "middle":
+            return el.set_block(style, Slot(middle, y, frame.x1 - middle, frame.bottom), lines, **how)
+        return el.set_block(style, Slot(frame.x0, y, width, frame.bottom), lines, where, **how)
+
+    if rng.random() < 0.4:
+        put(el.title(rng, style, Slot(frame.x0, y, width, frame.bottom), document=True), leading * rng.uniform(1, 2.5))
+    if rng.random() < 0.75:
+        put(block(text.address(rng, style.source, sender=True), side), leading * rng.uniform(1, 3))
+    y = max(y, 0.1 * height)  # a line in the top 9% of a page is a running header by the real pages' rule
+    put(block([text.date(rng).split()], side if rng.random() < 0.7 else "left"), leading * rng.uniform(1, 3))
+    put(block(text.address(rng, style.source)), leading * rng.uniform(1, 3))
+    if rng.random() < 0.4:
+        subject = rng.choice(([], ["Re:"], ["Subject:"], ["Ref.:"])) + text.phrase(rng, False, rng.randint(2, 9),
+                                                                                  style.source)
+        put(block([subject], face=style.body.bold, label="title"), leading * rng.uniform(0.8, 2))
+    put(block([text.salutation(rng, style.source)]), max(style.para_gap, 0.4 * leading))
+    for _ in range(rng.randint(config.min_blocks, config.max_blocks)):
+        paragraph = el.paragraph(rng, style, Slot(frame.x0, y, width, frame.bottom))
+        if paragraph is None:  # the page is full
+            break
+        put(paragraph, style.para_gap)
+    signer = "middle" if side == "middle" else "left"
+    put(block([text.closing(rng)], signer), leading * rng.uniform(2.5, 4.5))
+    role = [text.phrase(rng, False, rng.randint(1, 4), style.source)] if rng.random() < 0.5 else []
+    put(block([text.name(rng, style.source).split()] + role, signer), leading * rng.uniform(1.5, 3))
+    if rng.random() < 0.3:
+        put(block([rng.choice((["Enclosure:"], ["Encl.:"], ["Enclosures:"], ["cc:"], ["Copy", "to:"])) +
+                   text.phrase(rng, False, rng.randint(1, 5), style.source)]), 0.0)
+    return placed
 
 
 def _abstract(rng: random.Random, style: Style, frame: _Frame) -> list[Element]:

@@ -32,13 +32,13 @@ class Style:
     source: str = "python"   # text.TEXT_SOURCES
     zoom: float = 1.0        # rendered px per layout unit (pt)
     min_size: float = 11.0   # smallest type a table may shrink to
-    document: bool = False   # typesetting "document"
+    document: bool = False   # typesetting "document" or "letter"
     hyphens: bool = False    # paragraphs and footnotes hyphenate at line ends
     mono: Family | None = None  # code blocks (document typesetting)
 
 
 def pick_style(rng: random.Random, config: SynthConfig) -> Style:
-    if config.typesetting == "document":
+    if config.typesetting in ("document", "letter"):
         return _document_style(rng, config)
     return _classic_style(rng, config)
 

@@ -158,6 +158,68 @@ def name(rng: random.Random, source: str = "python") -> str:
     return f"{first[0]}. {rng.choice(c.proper)}" if rng.random() < 0.3 else f"{first} {rng.choice(c.proper)}"
 
 
+_STREETS = ("Street", "Road", "Avenue", "Lane", "Way", "Drive", "Place", "Square", "Court", "Close", "Hill",
+            "Park", "Row", "Gardens")
+_COUNTRIES = ("United Kingdom", "USA", "U.S.A.", "Germany", "Canada", "Australia", "Ireland", "New Zealand",
+              "Switzerland", "The Netherlands", "France", "Sweden")
+_HONORIFICS = ("Mr", "Mrs", "Ms", "Dr", "Prof.", "Mr.", "Mrs.", "Ms.", "Dr.")
+_CLOSINGS = ("Yours sincerely,", "Sincerely,", "Sincerely yours,", "Yours faithfully,", "Best regards,",
+             "Kind regards,", "With best wishes,", "Regards,", "Yours truly,", "Best wishes,", "Warm regards,")
+
+
+def address(rng: random.Random, source: str = "general", sender: bool = False) -> list[list[str]]:
+    """The lines of a postal address: a name (sometimes with an honorific), sometimes an
+    organisation, a street with its number, a postcode and town in one of three countries' forms,
+    sometimes a country; a sender's sometimes ends with a telephone number or e-mail address."""
+    c = corpus(source)
+    place = lambda: rng.choice(c.proper or c.names)
+    who = name(rng, source).split()
+    lines = [[rng.choice(_HONORIFICS)] + who if rng.random() < 0.3 else who]
+    if rng.random() < 0.5:
+        lines.append(organisation(rng, source))
+    street, number = [place(), rng.choice(_STREETS)], str(rng.randint(1, 250)) + rng.choice(("", "", "", "a", "b"))
+    lines.append([number] + street if rng.random() < 0.6 else street + [number])
+    letters = lambda n: "".join(rng.choice("ABCDEFGHJKLMNPRSTUWXYZ") for _ in range(n))
+    form = rng.randrange(3)
+    if form == 0:    # US: Town, ST 12345
+        lines.append([place() + ",", letters(2), f"{rng.randint(1000, 99999):05d}"])
+    elif form == 1:  # UK: Town AB1 2CD
+        lines.append([place(), f"{letters(rng.randint(1, 2))}{rng.randint(1, 29)}", f"{rng.randint(1, 9)}{letters(2)}"])
+    else:            # Germany, Switzerland, ...: 12345 Town
+        lines.append([f"{rng.randint(1000, 99999)}", place()])
+    if rng.random() < 0.25:
+        lines.append(rng.choice(_COUNTRIES).split())
+    if sender and source == "general" and rng.random() < 0.4:
+        lines.append(rng.choice((["Tel."], ["Phone:"], ["Telephone"], [])) +
+                     [f"+{rng.randint(1, 49)}", str(rng.randint(10, 999)), str(rng.randint(1000, 9999999))])
+    if sender and source == "general" and rng.random() < 0.3:
+        lines.append([email(rng)])
+    return lines
+
+
+def organisation(rng: random.Random, source: str = "general") -> list[str]:
+    """"Northfield University", "Department of Geology", "Kemp & Riddle Ltd", ..."""
+    c = corpus(source)
+    place, word = lambda: rng.choice(c.proper or c.names), lambda: rng.choice(c.vocabulary).capitalize()
+    return rng.choice(([place(), "University"], ["University", "of", place()], ["Department", "of", word()],
+                       [place(), rng.choice(("Ltd", "Inc.", "GmbH", "plc", "LLC", "AG"))],
+                       [place(), "&", place()], [place(), word(), rng.choice(("Institute", "Society", "Group"))],
+                       [word(), word(), rng.choice(("Services", "Systems", "Partners", "Press"))]))
+
+
+def salutation(rng: random.Random, source: str = "general") -> list[str]:
+    """"Dear Dr Okafor," and its kin."""
+    c = corpus(source)
+    first, last = (rng.choice(c.proper or c.names) for _ in range(2))
+    return rng.choice((["Dear", rng.choice(_HONORIFICS), last + ","], ["Dear", first + ","],
+                       ["Dear", first, last + ","], ["Dear", "Sir", "or", "Madam,"], ["Dear", "colleagues,"],
+                       ["Hello", first + ","], ["To", "whom", "it", "may", "concern:"]))
+
+
+def closing(rng: random.Random) -> list[str]:
+    return rng.choice(_CLOSINGS).split()
+
+
 def random_words(rng: random.Random, n: int, source: str = "python") -> list[str]:
     """n random words and numbers with sentence-like capitals and punctuation; general words
     include names and places, e-mail addresses, URLs, quantities and references."""

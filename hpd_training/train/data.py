@@ -95,6 +95,7 @@ DOC_SPARSE = SynthConfig.sparse(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOC_LINES = SynthConfig.lines(width=DOC_WIDTH, font_size_range=DOC_TYPE)
 DOCUMENT = SynthConfig.document()  # real page sizes at 150 dpi, 8-12 pt, general text, document typesetting
 DOC_LANDSCAPE = SynthConfig.document(page_sizes=LANDSCAPE_SIZES)
+DOC_LETTER = SynthConfig.letter()  # letters as DOCUMENT sets its pages: addresses, a date, a signature
 
 
 STAGES = {
@@ -130,15 +131,16 @@ STAGES = {
 
 
 def real_stage(real: PageSource, wide: bool = False) -> Stage:
-    """`real`: half real pages, a third document-scale dense synthetic pages (exact content, every
-    label; a twelfth landscape ones), a twelfth each sparse and short-line ones. About a tenth of
+    """`real`: half real pages, a quarter document-scale dense synthetic pages (exact content, every
+    label; a twelfth landscape ones), a twelfth each letters, sparse and short-line ones (letters
+    since session 43: a 12-pt LaTeX letter's layout branch looped, docs/training.md). About a tenth of
     the pages are landscape (real ones are ~4%: slides). `real-wide` (`wide`): four of the six
     synthetic slots landscape, so about two fifths of the pages are (for a layout branch that
     places a landscape page's boxes as on a portrait grid: docs/training.md, sessions 19-21).
     Batch 16 of four tiles a page: 64 tiles, where the one-tile stages' 28 pages peaked at 28 GiB
     on the H200 (docs/training.md)."""
     synthetic = ((DOCUMENT, DOC_LANDSCAPE, DOC_LANDSCAPE, DOC_LANDSCAPE, DOC_DENSE, DOC_LANDSCAPE) if wide
-                 else (DOCUMENT, DOC_DENSE, DOC_LINES, DOC_LANDSCAPE, DOC_DENSE, DOC_SPARSE))
+                 else (DOCUMENT, DOC_DENSE, DOC_LINES, DOC_LANDSCAPE, DOC_LETTER, DOC_SPARSE))
     return Stage(tuple(source for kind in synthetic for source in (real, kind)), 16, 6e-4)
 
 
