@@ -348,6 +348,9 @@ def load_samples(args) -> tuple[list[Sample], str]:
     count = 10 if args.synth is None else args.synth
     unit = "px" if config.dpi == 72 else f"pt at {config.dpi:g} dpi"  # the page is laid out in points
     fonts = f", font size {config.font_size_range[0]:g}-{config.font_size_range[1]:g} {unit}"
+    if config.fonts == "document":  # the families this machine has: pages of other machines differ (docs/training.md)
+        from hpd_training.synth.fonts import document_families
+        fonts += f" in {len(document_families())} families ({', '.join(document_families())})"
     return synth_samples(count, args.seed, config), \
         f"{count} synthetic {args.synth_config} pages{fonts}, seeds {args.seed}-{args.seed + count - 1}"
 

@@ -34,11 +34,18 @@ def assert_unit_range(record: dict) -> None:
             assert 0.0 <= float(value) <= 1.0, (name, value)
 
 
-def test_the_synthetic_pages_type_size_is_described_in_the_presets_unit():
-    """Classic presets lay pages out at 72 dpi (a point is a pixel); `document` at 150 dpi, so its 8-12 are points."""
-    for preset, unit in (("dense", "font size 14-17 px"), ("document", "font size 8-12 pt at 150 dpi")):
+def test_the_synthetic_pages_type_size_is_described_in_the_presets_unit_and_their_fonts_by_family():
+    """Classic presets lay pages out at 72 dpi (a point is a pixel); `document` and `letter` at 150 dpi, so
+    their sizes are points; theirs are set in the document families this machine has, which the
+    description names (another machine's families draw other pages from the same seeds)."""
+    from hpd_training.synth.fonts import document_families
+    families = f"in {len(document_families())} families ({', '.join(document_families())})"
+    for preset, unit in (("dense", "font size 14-17 px"), ("document", "font size 8-12 pt at 150 dpi " + families),
+                         ("letter", "font size 9-13 pt at 150 dpi " + families)):
         args = evaluate.build_parser().parse_args(["--synth", "1", "--synth-config", preset])
         assert unit in evaluate.load_samples(args)[1], preset
+    args = evaluate.build_parser().parse_args(["--synth", "1", "--synth-config", "dense"])
+    assert "families" not in evaluate.load_samples(args)[1]
 
 
 def test_synthetic_pages_are_parsed_and_scored_in_unit_range(model, tmp_path):
