@@ -350,7 +350,8 @@ def load_samples(args) -> tuple[list[Sample], str]:
     fonts = f", font size {config.font_size_range[0]:g}-{config.font_size_range[1]:g} {unit}"
     if config.fonts == "document":  # the families this machine has: pages of other machines differ (docs/training.md)
         from hpd_training.synth.fonts import document_families
-        fonts += f" in {len(document_families())} families ({', '.join(document_families())})"
+        families = document_families()
+        fonts += f" in {len(families)} families ({', '.join(families)})"
     return synth_samples(count, args.seed, config), \
         f"{count} synthetic {args.synth_config} pages{fonts}, seeds {args.seed}-{args.seed + count - 1}"
 

@@ -73,6 +73,7 @@ def _paged_attend(q, pool_k, pool_v, table, limit, out, lse, scale, queries, tab
     log_sum = tl.where(seen, top + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
     tl.store(lse + split * sl_s + n * sl_n + h * sl_h + m, log_sum.to(lse.dtype.element_ty), mask=live)
 
+
 @triton.jit
 def _merge_splits(out, lse, merged, merged_lse, splits, queries, so_s, so_n, so_h, so_m, sl_s, sl_n, sl_h,
                   sm_n, sm_h, sm_m, se_n, se_h, QUERIES: tl.constexpr, D: tl.constexpr):

@@ -167,12 +167,17 @@ _CLOSINGS = ("Yours sincerely,", "Sincerely,", "Sincerely yours,", "Yours faithf
              "Kind regards,", "With best wishes,", "Regards,", "Yours truly,", "Best wishes,", "Warm regards,")
 
 
+def proper(rng: random.Random, source: str = "general") -> str:
+    """A name of a person or place (the general source's; people's names for Python's)."""
+    c = corpus(source)
+    return rng.choice(c.proper or c.names)
+
+
 def address(rng: random.Random, source: str = "general", sender: bool = False) -> list[list[str]]:
     """The lines of a postal address: a name (sometimes with an honorific), sometimes an
     organisation, a street with its number, a postcode and town in one of three countries' forms,
     sometimes a country; a sender's sometimes ends with a telephone number or e-mail address."""
-    c = corpus(source)
-    place = lambda: rng.choice(c.proper or c.names)
+    place = lambda: proper(rng, source)
     who = name(rng, source).split()
     lines = [[rng.choice(_HONORIFICS)] + who if rng.random() < 0.3 else who]
     if rng.random() < 0.5:
@@ -200,7 +205,7 @@ def address(rng: random.Random, source: str = "general", sender: bool = False) -
 def organisation(rng: random.Random, source: str = "general") -> list[str]:
     """"Northfield University", "Department of Geology", "Kemp & Riddle Ltd", ..."""
     c = corpus(source)
-    place, word = lambda: rng.choice(c.proper or c.names), lambda: rng.choice(c.vocabulary).capitalize()
+    place, word = lambda: proper(rng, source), lambda: rng.choice(c.vocabulary).capitalize()
     return rng.choice(([place(), "University"], ["University", "of", place()], ["Department", "of", word()],
                        [place(), rng.choice(("Ltd", "Inc.", "GmbH", "plc", "LLC", "AG"))],
                        [place(), "&", place()], [place(), word(), rng.choice(("Institute", "Society", "Group"))],
@@ -209,8 +214,7 @@ def organisation(rng: random.Random, source: str = "general") -> list[str]:
 
 def salutation(rng: random.Random, source: str = "general") -> list[str]:
     """"Dear Dr Okafor," and its kin."""
-    c = corpus(source)
-    first, last = (rng.choice(c.proper or c.names) for _ in range(2))
+    first, last = proper(rng, source), proper(rng, source)
     return rng.choice((["Dear", rng.choice(_HONORIFICS), last + ","], ["Dear", first + ","],
                        ["Dear", first, last + ","], ["Dear", "Sir", "or", "Madam,"], ["Dear", "colleagues,"],
                        ["Hello", first + ","], ["To", "whom", "it", "may", "concern:"]))
